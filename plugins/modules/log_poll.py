@@ -1,0 +1,313 @@
+#!/usr/bin/python
+# Copyright: cvs.cluster contributors
+# Apache License 2.0 (see galaxy.yml)
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: log_poll
+short_description: Poll per-node logs of long-running jobs with byte-exact cursors and cross-host completion
+version_added: 0.1.0
+description:
+  - Watches the logs of a long job (training, inference, health tests) on every host of the play, fails fast on
+    ordered error patterns and decides completion across hosts under a policy.
+  - One task call is one poll round for one host. Poll it with C(until) like M(ansible.builtin.async_status);
+    the controller keeps cursors, match history and start time between rounds, keyed by playbook run, task and
+    loop item, so two tasks, two loop items or two playbook runs never share state.
+  - Cursors are byte offsets advanced only past the last newline seen. A file's identity (device, inode and a hash
+    of its first bytes) is checked every round; rotation (rename and recreate) and truncation (copytruncate) are
+    detected, the rotated-away copy is drained from the old offset when it is still in the same directory, and the
+    cursor restarts at 0. Bytes are split on newlines before decoding (UTF-8, invalid bytes replaced).
+  - Completion only counts markers in bytes read by this poll, never a grep of the whole file, so stale markers of
+    earlier runs cannot complete a new run. Use O(start=arm) before launching a job to record start offsets.
+  - Any error on any host stops every host. Hosts outside the completion group keep scanning for errors until the
+    group decides. After the group decides, every host reads once more and scans what it finds.
+  - A transport failure (unreachable host, timeout, output that is not JSON) never moves a cursor; after
+    O(transport_retries) consecutive failures the host fails, naming itself and the last error.
+  - This is an action plugin; the read on the node is a small standard-library Python program run with the
+    host's Python interpreter. It works the same over any connection (SSH to a node, SSH into a container).
+author:
+  - cvs.cluster developers
+options:
+  logs:
+    description:
+      - Logs to poll on this host, in order. Each item is a path or a mapping with C(path) and an optional C(label).
+      - The label names the log in results, on the console and in O(save_dir); it defaults to the file's basename
+        without a trailing C(.log). A host may have no logs (it then only waits for the group or a probe).
+    type: raw
+    default: []
+  error_patterns:
+    description:
+      - Ordered mapping of name to regular expression (Python syntax, case-insensitive). Any match on a line not
+        matched by O(ignore_error_patterns) fails the poll on every host.
+      - When several patterns match in the same round, the first pattern in order wins.
+      - A list of regexes or of C({name, pattern}) mappings is accepted too.
+    type: raw
+    default: {}
+  ignore_error_patterns:
+    description:
+      - Mapping of name to regular expression. A line matching one of these is never an error (a per-line benign
+        filter); other lines of the same round are still scanned.
+    type: raw
+    default: {}
+  complete:
+    description:
+      - How this host's job is recognised as complete, and how the completion group decides. Every configured
+        probe must be satisfied for a host to complete.
+    type: dict
+    default: {}
+    suboptions:
+      pattern:
+        description: Completion marker (regex, case-insensitive) searched in lines read by this poll only.
+        type: str
+      policy:
+        description:
+          - C(all) every group host completed; C(any) one did; C(first) (alias C(node0)) the first host of the
+            group did; C(last) the last host of the group did.
+        type: str
+        default: all
+        choices: [all, any, first, node0, last]
+      hosts:
+        description: The completion group, in order. Defaults to the hosts of the play batch.
+        type: list
+        elements: str
+      exit_code_file:
+        description:
+          - File the job writes its exit code to. Non-zero fails the host with the code; zero completes it, unless
+            O(complete.pattern) is set and was not seen, which fails too (the job ended before its marker).
+        type: str
+      http:
+        description: HTTP health probe fetched on the node; completes when the status matches.
+        type: dict
+        suboptions:
+          url:
+            description: URL to GET from the node.
+            type: str
+            required: true
+          status:
+            description: Expected HTTP status.
+            type: int
+            default: 200
+          timeout:
+            description: Seconds to wait for the answer.
+            type: float
+            default: 5
+      artifact:
+        description: Result artifact probe; completes when the file exists with at least O(complete.artifact.min_bytes).
+        type: dict
+        suboptions:
+          path:
+            description: Path of the artifact on the node.
+            type: str
+            required: true
+          min_bytes:
+            description: Minimum size in bytes.
+            type: int
+            default: 0
+  start:
+    description:
+      - Where a log without a cursor starts. C(beginning) at byte 0; C(end) at the end of the last complete line
+        present at the first round.
+      - C(arm) records the current end of every log and returns at once with RV(cursors); pass them to the polling
+        task as O(cursors) so a job launched in between is read from its first new byte.
+    type: str
+    default: beginning
+    choices: [beginning, end, arm]
+  cursors:
+    description: Start cursors keyed by path, as returned by a O(start=arm) call.
+    type: dict
+  timeout:
+    description: Seconds since the first round after which a host that has not completed fails as timed out (0 = never).
+    type: float
+    default: 3600
+  stall_timeout:
+    description: Seconds without any new log byte after which a host that has not completed fails as stalled (0 = off).
+    type: float
+    default: 0
+  cmd_timeout:
+    description: Bound, in seconds, on each remote read; a read that hangs (for example a FIFO) is cut off and counts
+      as a transport failure.
+    type: int
+    default: 30
+  max_bytes:
+    description: Most bytes read per log per round. A line longer than this is delivered in pieces.
+    type: int
+    default: 2097152
+  transport_retries:
+    description: Consecutive transport failures tolerated before the host fails.
+    type: int
+    default: 5
+  save_dir:
+    description:
+      - Controller directory; every delivered line is appended to C(save_dir/<inventory_hostname>/<label>.log).
+        After a clean finish that file equals the remote file's complete lines, byte for byte.
+    type: path
+  state_dir:
+    description: Controller directory for the state kept between rounds.
+    type: path
+    default: ~/.ansible/cvs_log_poll
+  state_key:
+    description: Overrides the automatic state key (playbook run + task + loop item).
+    type: str
+notes:
+  - "Poll with C(until: result.finished), a large C(retries) and the round interval as C(delay). The O(timeout)
+    option, not C(retries), bounds the wait."
+  - All hosts that poll together must run at once, so C(forks) must be at least the play batch size; the task
+    fails before reading anything otherwise.
+  - The stdout callback C(cvs.cluster.cvs) renders poll rounds (progress, heartbeats, verbose log lines).
+attributes:
+  check_mode:
+    support: full
+    description: Reading logs changes nothing on the nodes; O(save_dir) is still written on the controller.
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
+seealso:
+  - module: ansible.builtin.async_status
+  - module: ansible.builtin.wait_for
+"""
+
+EXAMPLES = r"""
+- name: Wait for training to finish on every node, failing fast on NaN or OOM
+  cvs.cluster.log_poll:
+    logs: ["{{ run_dir }}/training.log"]
+    error_patterns:
+      nan: 'loss:\s*nan'
+      oom: RESOURCE_EXHAUSTED
+    ignore_error_patterns:
+      retry: will retry
+    complete:
+      pattern: 'completed step:\s*99,'
+      policy: all
+      exit_code_file: "{{ run_dir }}/exit_code"
+    timeout: 3600
+    stall_timeout: 600
+    save_dir: "{{ cvs_results_dir }}/logs"
+  register: watch
+  until: watch.finished
+  retries: 100000
+  delay: 5
+
+- name: Arm before launching so stale markers in an append-only log never count
+  cvs.cluster.log_poll:
+    logs: [/var/log/job.log]
+    start: arm
+  register: armed
+
+- name: Poll from the armed offsets
+  cvs.cluster.log_poll:
+    logs: [/var/log/job.log]
+    cursors: "{{ armed.cursors }}"
+    complete: {pattern: 'job finished'}
+  register: watch
+  until: watch.finished
+  retries: 100000
+  delay: 2
+
+- name: Inference topology - servers on every node, benchmark client on the head, done when the head writes its result
+  cvs.cluster.log_poll:
+    logs:
+      - {path: "{{ scratch }}/server.log", label: server}
+      - "{{ [{'path': scratch ~ '/client.log', 'label': 'client'}] if cvs_node_index == 0 else [] }}"
+    error_patterns: {crash: Traceback}
+    complete:
+      hosts: "{{ groups['cvs_head'] }}"
+      policy: first
+      artifact: {path: "{{ scratch }}/result.json", min_bytes: 2}
+  register: watch
+  until: watch.finished
+  retries: 100000
+  delay: 5
+"""
+
+RETURN = r"""
+finished:
+  description: True when polling is over for this host (success or failure); the C(until) condition.
+  returned: always
+  type: bool
+completed:
+  description: True when this host's own completion probes were satisfied.
+  returned: always
+  type: bool
+failed:
+  description: True on an error match, a failed probe, a timeout, a stall, too many transport failures, or when
+    another host failed.
+  returned: always
+  type: bool
+new_lines:
+  description: Lines delivered this round, logs in the order of O(logs), each log's lines in file order.
+  returned: always
+  type: list
+  elements: str
+log_states:
+  description: Per log, in the order of O(logs); C(new_lines) counts how many of RV(new_lines) belong to it.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{path: /tmp/run/training.log, label: training, state: ok, offset: 4096, size: 4100, new_lines: 12,
+            events: [rotated]}]
+error:
+  description: The error match that failed the run, with the lines before it.
+  returned: when an error pattern matched on this host
+  type: dict
+  sample: {name: nan, pattern: 'loss:\s*nan', line: 'completed step: 5, ... loss: nan', path: /tmp/run/training.log,
+           label: training, host: node2, context: ['completed step: 4, ...']}
+timed_out:
+  description: Whether this host hit O(timeout).
+  returned: always
+  type: bool
+stalled:
+  description: Whether this host hit O(stall_timeout).
+  returned: always
+  type: bool
+elapsed:
+  description: Seconds since this host's first round.
+  returned: always
+  type: float
+round:
+  description: Round number for this host, from 1.
+  returned: always
+  type: int
+group:
+  description: The completion group's state.
+  returned: always
+  type: dict
+  sample: {policy: all, complete: 2, total: 3, failed: 0, decided: false}
+cursors:
+  description: Cursor per log path (byte offset and file identity); with O(start=arm), the start cursors to pass on.
+  returned: always
+  type: dict
+transport_error:
+  description: The transport failure of this round, if any (cursors did not move).
+  returned: always
+  type: str
+aborted_by:
+  description: The host whose failure stopped this one.
+  returned: when another host failed
+  type: str
+"""
+
+import json
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.cvs.cluster.plugins.module_utils._log_reader import run_round
+
+
+def main() -> None:
+    # Used only when the action plugin is bypassed: one raw read round, no controller state.
+    module = AnsibleModule(
+        argument_spec={
+            "logs": {"type": "list", "elements": "raw", "default": []},
+            "max_bytes": {"type": "int", "default": 2 * 1024 * 1024},
+            "start": {"type": "str", "default": "beginning", "choices": ["beginning", "end", "arm"]},
+        },
+        supports_check_mode=True,
+    )
+    logs = [{"path": x if isinstance(x, str) else x["path"], "offset": None} for x in module.params["logs"]]
+    reply = run_round({"logs": logs, "max_bytes": module.params["max_bytes"], "start": module.params["start"]})
+    module.exit_json(changed=False, reply=json.loads(json.dumps(reply)))
+
+
+if __name__ == "__main__":
+    main()

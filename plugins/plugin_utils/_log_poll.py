@@ -1,0 +1,263 @@
+# Copyright: cvs.cluster contributors
+# Apache License 2.0 (see galaxy.yml)
+"""Pure logic of cvs.cluster.log_poll (controller side), free of Ansible imports.
+
+Patterns, log specs, line splitting and decoding, scanning a round's lines,
+completion policies and the per-host round bookkeeping live here so they can
+be unit-tested without running Ansible.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping
+
+POLICIES = ("all", "any", "first", "node0", "last")
+START_MODES = ("beginning", "end", "arm")
+CONTEXT_LINES = 10
+
+
+class LogPollError(ValueError):
+    """Bad log_poll input, detected before any remote read."""
+
+
+@dataclass(frozen=True)
+class Pattern:
+    name: str
+    source: str
+    regex: re.Pattern
+
+    def search(self, line: str) -> bool:
+        return self.regex.search(line) is not None
+
+
+def compile_patterns(patterns: Any, kind: str) -> list[Pattern]:
+    """Compile an ordered name->regex mapping (or a list of regexes / {name, pattern} items).
+
+    Matching is case-insensitive. An invalid regex raises LogPollError naming the
+    pattern, the regex and the compiler's complaint.
+    """
+    if not patterns:
+        return []
+    if isinstance(patterns, Mapping):
+        items = list(patterns.items())
+    elif isinstance(patterns, (list, tuple)):
+        items = []
+        for entry in patterns:
+            if isinstance(entry, Mapping):
+                if "pattern" not in entry:
+                    raise LogPollError(f"{kind}: entry {dict(entry)!r} has no 'pattern'")
+                items.append((str(entry.get("name", entry["pattern"])), entry["pattern"]))
+            else:
+                items.append((str(entry), entry))
+    else:
+        raise LogPollError(f"{kind} must be a mapping of name to regex or a list, got {type(patterns).__name__}")
+    compiled = []
+    for name, source in items:
+        if not isinstance(source, str) or not source:
+            raise LogPollError(f"{kind} pattern {name!r}: the regex must be a non-empty string, got {source!r}")
+        try:
+            compiled.append(Pattern(str(name), source, re.compile(source, re.IGNORECASE)))
+        except re.error as exc:
+            raise LogPollError(f"{kind} pattern {name!r}: invalid regex {source!r}: {exc}") from exc
+    return compiled
+
+
+@dataclass(frozen=True)
+class LogSpec:
+    path: str
+    label: str
+
+
+def default_label(path: str) -> str:
+    base = os.path.basename(path.rstrip("/")) or "log"
+    return base[:-4] if base.endswith(".log") and len(base) > 4 else base
+
+
+def normalize_logs(logs: Any) -> list[LogSpec]:
+    """Logs as given by the user (a str, or a list of str / {path, label}) -> specs with unique labels."""
+    if logs is None or logs == "":
+        return []
+    if isinstance(logs, (str, Mapping)):
+        logs = [logs]
+    if not isinstance(logs, (list, tuple)):
+        raise LogPollError(f"logs must be a list of paths or {{path, label}} items, got {type(logs).__name__}")
+    specs: list[LogSpec] = []
+    for entry in logs:
+        if isinstance(entry, str):
+            path, label = entry, None
+        elif isinstance(entry, Mapping) and isinstance(entry.get("path"), str):
+            path, label = entry["path"], entry.get("label")
+        else:
+            raise LogPollError(f"logs: each item must be a path or a mapping with 'path', got {entry!r}")
+        if not path:
+            raise LogPollError("logs: empty path")
+        specs.append(LogSpec(path, str(label) if label else default_label(path)))
+    labels = [s.label for s in specs]
+    dupes = sorted({label for label in labels if labels.count(label) > 1})
+    if dupes:
+        raise LogPollError(f"logs: labels must be unique per host, repeated: {', '.join(dupes)} (set 'label')")
+    return specs
+
+
+def normalize_policy(policy: str) -> str:
+    value = (policy or "all").lower()
+    if value not in POLICIES:
+        raise LogPollError(f"complete.policy {policy!r} is not one of {', '.join(POLICIES)}")
+    return "first" if value == "node0" else value
+
+
+def split_lines(data: bytes) -> list[bytes]:
+    """Split delivered bytes on \\n; data ends with \\n except for a long-line fragment."""
+    if not data:
+        return []
+    parts = data.split(b"\n")
+    if parts[-1] == b"":
+        parts.pop()
+    return parts
+
+
+def decode_line(raw: bytes) -> str:
+    """UTF-8 with invalid bytes replaced; a CRLF line loses its \\r."""
+    if raw.endswith(b"\r"):
+        raw = raw[:-1]
+    return raw.decode("utf-8", "replace")
+
+
+@dataclass
+class ScanResult:
+    error: dict | None = None
+    marker_line: str | None = None
+
+
+def scan_lines(
+    lines: list[tuple[str, str]],
+    errors: list[Pattern],
+    ignores: list[Pattern],
+    marker: Pattern | None,
+) -> ScanResult:
+    """Scan one round's lines, given as (label, line) in delivery order.
+
+    Error patterns are ordered by priority: when several match in the same
+    round, the first pattern in order wins (at its first matching line). A
+    line that matches an ignore pattern is never an error, but other lines in
+    the same round still are.
+    """
+    result = ScanResult()
+    candidates: list[tuple[int, str, str]] = []
+    for index, (label, line) in enumerate(lines):
+        if marker is not None and result.marker_line is None and marker.search(line):
+            result.marker_line = line
+        if errors and not any(p.search(line) for p in ignores):
+            candidates.append((index, label, line))
+    for pattern in errors:
+        for index, label, line in candidates:
+            if pattern.search(line):
+                result.error = {"name": pattern.name, "pattern": pattern.source, "line": line,
+                                "label": label, "index": index}
+                return result
+    return result
+
+
+def policy_decided(policy: str, group: list[str], completed: Iterable[str]) -> bool:
+    """Whether the completion group is done under policy (group in inventory order)."""
+    done = set(completed)
+    if not group:
+        return False
+    if policy == "all":
+        return all(h in done for h in group)
+    if policy == "any":
+        return any(h in done for h in group)
+    if policy == "first":
+        return group[0] in done
+    if policy == "last":
+        return group[-1] in done
+    raise LogPollError(f"unknown policy {policy!r}")
+
+
+@dataclass
+class HostRound:
+    """Per-host state carried between rounds (serialised to JSON on the controller)."""
+
+    started: float
+    last_progress: float
+    cursors: dict = field(default_factory=dict)
+    marker_seen: bool = False
+    context: list = field(default_factory=list)
+    last_line: str | None = None
+    rounds: int = 0
+    transport_failures: int = 0
+    lines_total: int = 0
+    finished: bool = False
+
+    def remember(self, lines: list[str]) -> None:
+        if lines:
+            self.context = (self.context + lines[-CONTEXT_LINES:])[-CONTEXT_LINES:]
+            self.last_line = lines[-1]
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+    @classmethod
+    def from_dict(cls, data: Mapping) -> HostRound:
+        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        return cls(**known)
+
+
+def context_before(previous: list[str], round_lines: list[str], index: int) -> list[str]:
+    """The last CONTEXT_LINES lines before round_lines[index] (earlier rounds included)."""
+    before = previous + round_lines[:index]
+    return before[-CONTEXT_LINES:]
+
+
+def probe_outcome(reply: Mapping, complete: Mapping, marker_seen: bool) -> tuple[bool, str | None]:
+    """(completed, failure reason) for this host from the probes in a reader reply.
+
+    Every configured probe must be satisfied to complete; a non-zero exit code
+    is a failure; an exit code of 0 before the completion marker is a failure too.
+    """
+    failure = None
+    satisfied = True
+    has_probe = False
+    if complete.get("pattern"):
+        has_probe = True
+        satisfied = satisfied and marker_seen
+    if complete.get("exit_code_file"):
+        has_probe = True
+        exit_info = reply.get("exit_code") or {}
+        if not exit_info.get("present"):
+            satisfied = False
+        elif exit_info.get("code") is None:
+            failure = f"exit code file {complete['exit_code_file']}: {exit_info.get('error', 'unreadable')}"
+        elif exit_info["code"] != 0:
+            failure = f"job exited with code {exit_info['code']} (exit code file {complete['exit_code_file']})"
+        elif complete.get("pattern") and not marker_seen:
+            failure = (f"job exited with code 0 before the completion marker {complete['pattern']!r} "
+                       "appeared")
+    if complete.get("http"):
+        has_probe = True
+        http = reply.get("http") or {}
+        satisfied = satisfied and http.get("status") == int(complete["http"].get("status", 200))
+    if complete.get("artifact"):
+        has_probe = True
+        art = reply.get("artifact") or {}
+        satisfied = satisfied and bool(art.get("exists")) and art.get("size", 0) >= int(
+            complete["artifact"].get("min_bytes", 0) or 0)
+    return (has_probe and satisfied and failure is None), failure
+
+
+def has_completion_probe(complete: Mapping) -> bool:
+    return any(complete.get(k) for k in ("pattern", "exit_code_file", "http", "artifact"))
+
+
+def format_elapsed(seconds: float) -> str:
+    seconds = int(seconds)
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}h{minutes:02d}m{secs:02d}s"
+    if minutes:
+        return f"{minutes}m{secs:02d}s"
+    return f"{secs}s"

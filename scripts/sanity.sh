@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# ansible-test sanity from a copy of the tracked tree under ansible_collections/cvs/cluster.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+work=$(mktemp -d /var/tmp/cvs-sanity.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+dest="$work/ansible_collections/cvs/cluster"
+mkdir -p "$dest"
+# tracked and untracked-but-not-ignored files, as git sees them
+git ls-files -co --exclude-standard -z | xargs -0 -I{} cp --parents -P {} "$dest/" 2>/dev/null || true
+mkdir -p "$work/ansible_collections/community"
+cp -r "$root/.cache/collections/ansible_collections/community/." "$work/ansible_collections/community/"
+cd "$dest"
+git init -q . && git add -A >/dev/null 2>&1
+export PATH="$root/.venv/bin:$PATH"
+ansible-test sanity --python "$("$root/.venv/bin/python" -c 'import sys;print(f"{sys.version_info[0]}.{sys.version_info[1]}")')" \
+  --requirements --color no ${SANITY_ARGS:-} \
+  --exclude tests/cluster/ --exclude bench/ --exclude scripts/ --exclude tests/integration/ --exclude tests/unit/ --exclude examples/

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# make test: unit -> lint -> sanity -> integration (fresh simulated cluster), teardown always.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+PY=.venv/bin/python
+export ANSIBLE_CONFIG="$PWD/ansible.cfg"
+status=0
+declare -a summary=()
+
+phase() {
+  local name=$1; shift
+  local start=$SECONDS
+  echo "=== [$name] $*"
+  if "$@"; then
+    summary+=("$name: ok ($((SECONDS - start))s)")
+  else
+    summary+=("$name: FAILED ($((SECONDS - start))s)")
+    status=1
+  fi
+}
+
+teardown() {
+  local start=$SECONDS
+  bash tests/cluster/down.sh || status=1
+  summary+=("cluster-down: $((SECONDS - start))s")
+  printf '%s\n' "=== summary" "${summary[@]}"
+}
+trap teardown EXIT
+trap 'exit 130' INT TERM
+
+phase unit "$PY" -m pytest tests/unit -q -p no:cacheprovider
+phase lint bash scripts/lint.sh
+phase sanity bash scripts/sanity.sh
+phase cluster-up env NODES="${NODES:-3}" bash tests/cluster/up.sh
+if [[ $status -eq 0 || -z "${CVS_STOP_ON_FAILURE:-}" ]]; then
+  phase integration "$PY" -m pytest tests/integration -q -p no:cacheprovider -rfE
+fi
+exit $status
