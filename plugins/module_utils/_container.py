@@ -1,5 +1,5 @@
 # Copyright: cvs.cluster contributors
-# Apache License 2.0 (see galaxy.yml)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The per-node workload container: settings normalisation and runtime arguments.
 
 Pure logic shared by the prepare/dispose roles (through filters) and tests:
