@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Install the Debian packages the simulated cluster (tests/cluster/) needs,
+# only those missing; `apt-get update` runs only when something is missing.
+#
+#   sudo scripts/system-deps.sh
+set -euo pipefail
+
+PKGS=(
+	docker.io       # dockerd per node + the host engine that builds the image
+	openssh-server  # sshd per node
+	openssh-client  # ssh / ssh-keygen for the harness and Ansible
+	iptables        # FORWARD rule for br-cvs
+	mmdebstrap      # base root filesystem of the test image
+	iproute2        # ip netns / veth / bridge, ss
+	procps          # ps, pgrep
+	podman          # alternative container runtime
+	uidmap          # newuidmap/newgidmap for podman
+	python3         # the nodes' init process (zombie reaper); Ansible targets
+	python3-requests # community.docker modules on the nodes (vendored API client)
+)
+
+if [[ $(id -u) -ne 0 ]]; then
+	echo "system-deps: must run as root to install Debian packages (try: sudo $0)" >&2
+	exit 1
+fi
+
+installed() {
+	local status
+	status=$(dpkg -s "$1" 2>/dev/null | sed -n 's/^Status: //p') || true
+	[[ $status == "install ok installed" ]]
+}
+
+missing=()
+for p in "${PKGS[@]}"; do
+	installed "$p" || missing+=("$p")
+done
+
+if ((${#missing[@]} == 0)); then
+	echo "system-deps: all ${#PKGS[@]} packages already installed"
+	exit 0
+fi
+
+echo "system-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq "${missing[@]}"
+echo "system-deps: done"

@@ -1,0 +1,774 @@
+#!/usr/bin/env bash
+# Bring up the simulated cluster (idempotent): NODES network namespaces on the
+# bridge br-cvs, each with a private mount/uts/ipc/pid namespace, its own sshd
+# and its own dockerd, plus the test image cvs-sim-node:latest in every node
+# engine. Writes key, cluster.json and inventories to tests/cluster/generated/.
+#
+#   NODES=3 CVS_SIM_SUBNET=10.77.0 CVS_SIM_SSH_PORT=22 tests/cluster/up.sh
+#
+# On failure: one line "cluster-up: <reason>" on stderr, exit 1, and whatever
+# this invocation created is torn down again.
+set -Eeuo pipefail
+
+PROG=cluster-up
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+NODES=${NODES:-3}
+SUBNET=${CVS_SIM_SUBNET:-10.77.0}
+SSH_PORT=${CVS_SIM_SSH_PORT:-22}
+PYTHON=/usr/bin/python3
+
+UNDO=()
+STEP=preflight
+LOG=/dev/null
+CVS_SIM_DIED=0
+T0=$SECONDS
+
+# ---------------------------------------------------------------- failure handling
+
+on_err() {
+	local rc=$?
+	if [[ $BASHPID == "$$" ]] && ((CVS_SIM_DIED == 0)); then
+		CVS_SIM_DIED=1
+		printf '%s: %s failed (exit %d; log: %s)\n' "$PROG" "$STEP" "$rc" "$LOG" >&2
+	fi
+	exit "$rc"
+}
+
+on_exit() {
+	local rc=$? i
+	trap - ERR
+	set +e
+	if ((rc != 0)); then
+		if ((CVS_SIM_DIED == 0)); then
+			printf '%s: interrupted during %s (exit %d)\n' "$PROG" "$STEP" "$rc" >&2
+		fi
+		for ((i = ${#UNDO[@]} - 1; i >= 0; i--)); do
+			eval "${UNDO[i]}" >>"$LOG" 2>&1
+		done
+	fi
+	exit "$rc"
+}
+
+trap on_err ERR
+trap on_exit EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# ---------------------------------------------------------------- preflight
+
+validate_input() {
+	if ! [[ $NODES =~ ^[0-9]+$ ]] || ((10#$NODES < 1 || 10#$NODES > 200)); then
+		die "NODES must be an integer from 1 to 200 (got '$NODES')"
+	fi
+	NODES=$((10#$NODES))
+	local o
+	[[ $SUBNET =~ ^([0-9]{1,3})\.([0-9]{1,3})\.([0-9]{1,3})$ ]] ||
+		die "CVS_SIM_SUBNET must be three octets like 10.77.0 (got '$SUBNET')"
+	for o in "${BASH_REMATCH[@]:1}"; do
+		((10#$o <= 255)) || die "CVS_SIM_SUBNET must be three octets like 10.77.0 (got '$SUBNET')"
+	done
+	if ! [[ $SSH_PORT =~ ^[0-9]+$ ]] || ((10#$SSH_PORT < 1 || 10#$SSH_PORT > 65535)); then
+		die "CVS_SIM_SSH_PORT must be a TCP port (got '$SSH_PORT')"
+	fi
+	SSH_PORT=$((10#$SSH_PORT))
+	[[ -x $PYTHON ]] || die "required binary not found: $PYTHON (node init process)"
+}
+
+check_recorded_state() {
+	local rec n
+	if [[ -f $STATE_DIR/subnet ]] && [[ -n $(recorded_nodes) ]]; then
+		rec=$(<"$STATE_DIR/subnet")
+		[[ $rec == "$SUBNET" ]] ||
+			die "cluster is up with subnet $rec.0/24, not $SUBNET.0/24 (run tests/cluster/down.sh first)"
+	fi
+	for n in $(recorded_nodes); do
+		node_load "$n" || continue
+		[[ ${N_SSH_PORT:-22} == "$SSH_PORT" ]] ||
+			die "cluster is up with SSH port ${N_SSH_PORT:-22}, not $SSH_PORT (run tests/cluster/down.sh first)"
+	done
+}
+
+# Addresses/routes of the subnet owned by anything but br-cvs.
+check_subnet_free() {
+	local dev addr dst rest
+	while read -r _ dev _ addr _; do
+		[[ $dev == "$BRIDGE" ]] && continue
+		if [[ ${addr%/*} == "$SUBNET".* ]]; then
+			die "subnet $SUBNET.0/24 is already in use: ${addr%/*} is assigned to $dev"
+		fi
+	done < <(ip -o -4 addr show)
+	while read -r dst rest; do
+		[[ $dst == "$SUBNET".* ]] || continue
+		[[ $dst == */* ]] && ((${dst#*/} < 24)) && continue
+		dev=$(sed -nE 's/.*\bdev ([^ ]+).*/\1/p' <<<"$rest")
+		[[ $dev == "$BRIDGE" ]] && continue
+		die "subnet $SUBNET.0/24 is already in use: route $dst via ${dev:-?}"
+	done < <(ip -4 route show table main)
+	if ip link show "$BRIDGE" >/dev/null 2>&1; then
+		while read -r _ _ _ addr _; do
+			[[ ${addr%/*} == "$SUBNET".* ]] ||
+				die "bridge $BRIDGE exists with address $addr, outside $SUBNET.0/24 (another cluster? run tests/cluster/down.sh)"
+		done < <(ip -o -4 addr show dev "$BRIDGE")
+	fi
+}
+
+# A node address that answers on br-cvs before its node exists belongs to
+# someone else. Only probed when br-cvs has ports that are not ours (the only
+# way anything else can answer there); traffic stays on br-cvs.
+check_node_addresses_free() {
+	local port ours k ip foreign=0 probe=()
+	ip link show "$BRIDGE" >/dev/null 2>&1 || return 0
+	for port in $(ip -o link show master "$BRIDGE" | awk -F': ' '{print $2}' | cut -d@ -f1); do
+		ours=0
+		for k in $(seq 1 200); do
+			[[ $port == "$(node_veth "$k")" && -f $(node_dir "$(node_name "$k")")/node.env ]] && ours=1 && break
+		done
+		((ours)) || foreign=1
+	done
+	((foreign)) || return 0
+	for ((k = 1; k <= NODES; k++)); do
+		[[ -e /run/netns/$(node_ns "$k") ]] && continue
+		ip=$(node_ip "$k")
+		probe+=("$ip")
+		ip neigh del "$ip" dev "$BRIDGE" 2>/dev/null || true
+		(exec 3>"/dev/udp/$ip/9" && printf 'probe\n' >&3) 2>/dev/null || true
+	done
+	((${#probe[@]})) || return 0
+	sleep 1.5
+	for ip in "${probe[@]}"; do
+		if [[ $(ip neigh show "$ip" dev "$BRIDGE") =~ REACHABLE|STALE|DELAY|PROBE ]]; then
+			die "node address $ip already answers on $BRIDGE (not a node of this cluster)"
+		fi
+	done
+}
+
+# An existing node namespace whose sshd is down must have the SSH port free.
+check_ports_free() {
+	local k name ns l
+	for ((k = 1; k <= NODES; k++)); do
+		name=$(node_name "$k")
+		ns=$(node_ns "$k")
+		[[ -e /run/netns/$ns ]] || continue
+		[[ -n $(node_sshd_pid "$name") ]] && continue
+		if port_in_use "$ns" "$SSH_PORT"; then
+			l=$(first_line port_listeners "$ns" "$SSH_PORT")
+			die "port $SSH_PORT on $name ($(node_ip "$k"), netns $ns) is already in use${l:+ by ${l% *} (pid ${l#* })}"
+		fi
+	done
+}
+
+# ---------------------------------------------------------------- undo actions
+
+undo_rm() { rm -rf "$@"; }
+
+undo_state_dir() {
+	[[ -d $STATE_DIR ]] || return 0
+	[[ -n $(recorded_nodes) ]] && return 0
+	rm -f "$STATE_DIR/subnet" "$STATE_DIR/hosts"
+	rmdir "$STATE_DIR" 2>/dev/null || true
+}
+
+stop_host_dockerd() {
+	local f=$STATE_DIR/host-dockerd.pid pid kids
+	pid=$(read_pid "$f" || true)
+	if [[ -n $pid ]] && pid_alive "$pid" && [[ $(proc_comm "$pid") == dockerd ]]; then
+		kids=$(pgrep -P "$pid" || true)
+		# shellcheck disable=SC2086
+		kill_wait 30 "$pid" $kids
+	fi
+	if mountpoint -q /var/run/docker/netns/default 2>/dev/null; then
+		umount /var/run/docker/netns/default 2>/dev/null || true
+	fi
+	rm -f "$f"
+}
+
+undo_bridge() {
+	ip link del "$BRIDGE" 2>/dev/null || true
+	rm -f "$STATE_DIR/bridge.created"
+}
+
+undo_iptables() {
+	iptables -w -D FORWARD -i "$BRIDGE" -o "$BRIDGE" -j ACCEPT 2>/dev/null || true
+	rm -f "$STATE_DIR/iptables.rule"
+}
+
+# Remove the mount points created by this invocation (NEW_MOUNTPOINTS).
+undo_mountpoints() {
+	local i kind path
+	for ((i = ${#NEW_MOUNTPOINTS[@]} - 1; i >= 0; i--)); do
+		read -r kind path <<<"${NEW_MOUNTPOINTS[i]}"
+		case $kind in
+		d) rmdir "$path" 2>/dev/null || true ;;
+		f) [[ -f $path && ! -s $path ]] && rm -f "$path" ;;
+		esac
+		if [[ -f $STATE_DIR/mountpoints ]]; then
+			grep -vxF "${NEW_MOUNTPOINTS[i]}" "$STATE_DIR/mountpoints" >"$STATE_DIR/mountpoints.tmp" || true
+			mv -f "$STATE_DIR/mountpoints.tmp" "$STATE_DIR/mountpoints"
+			[[ -s $STATE_DIR/mountpoints ]] || rm -f "$STATE_DIR/mountpoints"
+		fi
+	done
+}
+
+# ---------------------------------------------------------------- host pieces
+
+ensure_dirs() {
+	if [[ ! -d $STATE_DIR ]]; then
+		mkdir -p "$STATE_DIR"
+		UNDO+=(undo_state_dir)
+	fi
+	mkdir -p "$VAR_DIR" "$CACHE_DIR" "$LOG_DIR" "$GEN_DIR"
+	LOG=$LOG_DIR/up.log
+	printf '\n==== %s up.sh NODES=%s SUBNET=%s\n' "$(date -Is)" "$NODES" "$SUBNET" >>"$LOG"
+	if [[ ! -f $STATE_DIR/subnet ]]; then
+		printf '%s\n' "$SUBNET" >"$STATE_DIR/subnet"
+		UNDO+=("rm -f $STATE_DIR/subnet")
+	fi
+	if [[ ! -d /run/sshd ]]; then
+		mkdir -m 0755 /run/sshd
+		: >"$STATE_DIR/sshd-privsep.created"
+	fi
+}
+
+ensure_key() {
+	STEP="generating the SSH key pair"
+	if [[ ! -f $GEN_DIR/id_ed25519 || ! -f $GEN_DIR/id_ed25519.pub ]]; then
+		rm -f "$GEN_DIR/id_ed25519" "$GEN_DIR/id_ed25519.pub"
+		ssh-keygen -q -t ed25519 -N '' -C cvs-sim -f "$GEN_DIR/id_ed25519" >>"$LOG" 2>&1
+	fi
+	chmod 600 "$GEN_DIR/id_ed25519"
+}
+
+# Rewritten in place (same inode): nodes bind-mount it over /etc/hosts.
+write_hosts() {
+	local k
+	{
+		printf '127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n'
+		printf '%s.1\tcvs-controller\n' "$SUBNET"
+		for ((k = 1; k <= NODES; k++)); do
+			printf '%s\t%s\n' "$(node_ip "$k")" "$(node_name "$k")"
+		done
+	} >"$STATE_DIR/hosts"
+}
+
+ensure_host_dockerd() {
+	STEP="starting the host dockerd"
+	local pid i
+	docker_ok "$HOST_DOCKER_SOCK" && return 0
+	pid=$(read_pid "$STATE_DIR/host-dockerd.pid" || true)
+	if ! { [[ -n $pid ]] && pid_alive "$pid" && [[ $(proc_comm "$pid") == dockerd ]]; }; then
+		if [[ -f /var/run/docker.pid ]]; then
+			pid=$(read_pid /var/run/docker.pid || true)
+			if [[ -n $pid ]] && pid_alive "$pid" && [[ $(proc_comm "$pid") == dockerd ]]; then
+				die "a host dockerd (pid $pid) runs but $HOST_DOCKER_SOCK does not answer"
+			fi
+			rm -f /var/run/docker.pid
+		fi
+		say "starting the host dockerd (log: $LOG_DIR/host-dockerd.log)"
+		setsid nohup "$BIN_dockerd" </dev/null >>"$LOG_DIR/host-dockerd.log" 2>&1 9>&- &
+		pid=$!
+		printf '%s\n' "$pid" >"$STATE_DIR/host-dockerd.pid"
+		UNDO+=(stop_host_dockerd)
+	fi
+	for ((i = 0; i < 600; i++)); do
+		docker_ok "$HOST_DOCKER_SOCK" && return 0
+		pid_alive "$pid" || break
+		sleep 0.1
+	done
+	die "the host dockerd did not come up (log: $LOG_DIR/host-dockerd.log)"
+}
+
+ensure_bridge() {
+	STEP="creating bridge $BRIDGE"
+	if ! ip link show "$BRIDGE" >/dev/null 2>&1; then
+		ip link add "$BRIDGE" type bridge
+		: >"$STATE_DIR/bridge.created"
+		UNDO+=(undo_bridge)
+	fi
+	if [[ $(ip -o -4 addr show dev "$BRIDGE") != *" $SUBNET.1/24 "* ]]; then
+		ip addr add "$SUBNET.1/24" dev "$BRIDGE"
+	fi
+	ip link set "$BRIDGE" up
+	STEP="adding the iptables FORWARD rule"
+	if ! iptables -w -C FORWARD -i "$BRIDGE" -o "$BRIDGE" -j ACCEPT 2>/dev/null; then
+		iptables -w -I FORWARD -i "$BRIDGE" -o "$BRIDGE" -j ACCEPT
+		: >"$STATE_DIR/iptables.rule"
+		UNDO+=(undo_iptables)
+	fi
+}
+
+# ---------------------------------------------------------------- image
+
+# "deb URI suite main" lines for $SUITE, -updates and -security, taken from
+# the host's apt sources (deb822 and one-line formats).
+apt_mirrors() {
+	local f out
+	out=$(
+		for f in /etc/apt/sources.list.d/*.sources; do
+			[[ -f $f ]] || continue
+			awk -v s="$SUITE" '
+				function flush(  n, m, i, j, U, S) {
+					if (types ~ /(^| )deb( |$)/) {
+						n = split(uris, U, " "); m = split(suites, S, " ")
+						for (i = 1; i <= n; i++) for (j = 1; j <= m; j++)
+							if (S[j] == s || S[j] == s "-updates" || S[j] == s "-security")
+								print "deb " U[i] " " S[j] " main"
+					}
+					types = uris = suites = ""
+				}
+				/^[ \t]*#/ { next }
+				/^[ \t]*$/ { flush(); next }
+				tolower($1) == "types:" { $1 = ""; types = $0; next }
+				tolower($1) == "uris:" { $1 = ""; uris = $0; next }
+				tolower($1) == "suites:" { $1 = ""; suites = $0; next }
+				END { flush() }' "$f"
+		done
+		for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
+			[[ -f $f ]] || continue
+			sed -E 's/\[[^]]*\]//' "$f" | awk -v s="$SUITE" '
+				$1 == "deb" && ($3 == s || $3 == s "-updates" || $3 == s "-security") { print "deb " $2 " " $3 " main" }'
+		done
+	)
+	out=$(sort -u <<<"$out" | sed '/^$/d')
+	[[ -n $out ]] || out="deb http://deb.debian.org/debian $SUITE main"
+	printf '%s\n' "$out"
+}
+
+image_packages() {
+	sed -e 's/#.*//' "$IMAGE_DIR/packages.txt" | tr -s ' \t\n' '\n' | sed '/^$/d' | sort -u | paste -sd, -
+}
+
+# Hash of everything the node image is built from.
+image_input_hash() {
+	(
+		cd "$IMAGE_DIR"
+		printf 'base=%s\n' "$1"
+		find . -printf '%y %m %p %l\n' | LC_ALL=C sort
+		find . -type f -print0 | LC_ALL=C sort -z | xargs -0 -r sha256sum
+	) | sha256sum | cut -c1-16
+}
+
+ensure_image() {
+	local pkgs base_hash base_tag tar h cur old mirrors=()
+	STEP="building the base image"
+	pkgs=$(image_packages)
+	mapfile -t mirrors < <(apt_mirrors)
+	base_hash=$(printf '%s\n' "v1" "$SUITE" minbase "$pkgs" "${mirrors[@]}" | sha256sum | cut -c1-12)
+	base_tag=cvs-sim-base:$base_hash
+	if ! docker image inspect "$base_tag" >/dev/null 2>&1; then
+		tar=$CACHE_DIR/base-$base_hash.tar
+		if [[ ! -s $tar ]]; then
+			say "building the base root filesystem with mmdebstrap (once per machine; ~1 min)"
+			UNDO+=("rm -f $tar.part")
+			# shellcheck disable=SC2154 # set by require_bins
+			"$BIN_mmdebstrap" --variant=minbase --include="$pkgs" --format=tar \
+				"$SUITE" "$tar.part" "${mirrors[@]}" </dev/null >>"$LOG" 2>&1
+			mv -f "$tar.part" "$tar"
+		fi
+		say "importing $base_tag"
+		docker import "$tar" "$base_tag" >>"$LOG" 2>&1
+	fi
+	STEP="building $NODE_IMAGE"
+	h=$(image_input_hash "$base_tag")
+	cur=$(docker image inspect -f "{{ index .Config.Labels \"$IMAGE_LABEL\" }}" "$NODE_IMAGE" 2>/dev/null || true)
+	if [[ $cur != "$h" ]]; then
+		old=$(docker image inspect -f '{{.Id}}' "$NODE_IMAGE" 2>/dev/null || true)
+		say "building $NODE_IMAGE (inputs changed)"
+		DOCKER_BUILDKIT=0 docker build --build-arg "BASE_IMAGE=$base_tag" --label "$IMAGE_LABEL=$h" \
+			-t "$NODE_IMAGE" "$IMAGE_DIR" </dev/null >>"$LOG" 2>&1
+		if [[ -n $old ]]; then docker rmi "$old" >>"$LOG" 2>&1 || true; fi
+	fi
+	IMAGE_ID=$(docker image inspect -f '{{.Id}}' "$NODE_IMAGE")
+}
+
+# Give the node engine the image unless it already has this image ID.
+ensure_node_image() {
+	local name=$1 sock nid tar=$CACHE_DIR/node-image.tar
+	STEP="loading $NODE_IMAGE into $name"
+	sock=$(node_sock "$name")
+	nid=$(docker -H "unix://$sock" image inspect -f '{{.Id}}' "$NODE_IMAGE" 2>/dev/null || true)
+	[[ $nid == "$IMAGE_ID" ]] && return 0
+	if [[ ! -s $tar || $(cat "$tar.id" 2>/dev/null) != "$IMAGE_ID" ]]; then
+		rm -f "$tar" "$tar.id"
+		docker save -o "$tar.part" "$NODE_IMAGE" >>"$LOG" 2>&1
+		mv -f "$tar.part" "$tar"
+		printf '%s\n' "$IMAGE_ID" >"$tar.id"
+	fi
+	say "loading $NODE_IMAGE into $name"
+	docker -H "unix://$sock" load -i "$tar" >>"$LOG" 2>&1
+	if [[ -n $nid ]]; then docker -H "unix://$sock" rmi "$nid" >>"$LOG" 2>&1 || true; fi
+}
+
+# ---------------------------------------------------------------- stand-ins
+
+# "src<TAB>dst" for every bind mount of the stand-ins tree: opt/<x> onto
+# /opt/<x>; any other top-level entry T onto /T when /T does not exist, else
+# descend (so an existing system directory such as /usr is never hidden).
+# Mount points up.sh created earlier (OUR_MOUNTPOINTS) count as absent.
+declare -A OUR_MOUNTPOINTS=()
+
+load_our_mountpoints() {
+	local kind path
+	OUR_MOUNTPOINTS=()
+	[[ -f $STATE_DIR/mountpoints ]] || return 0
+	while read -r kind path; do
+		[[ -n $path ]] && OUR_MOUNTPOINTS[$path]=$kind
+	done <"$STATE_DIR/mountpoints"
+	return 0
+}
+
+standin_walk() {
+	local src=$1 dst=$2 c
+	if [[ ! -e $dst && ! -L $dst ]] || [[ -n ${OUR_MOUNTPOINTS[$dst]:-} ]]; then
+		printf '%s\t%s\n' "$src" "$dst"
+	elif [[ -d $src && ! -L $src && -d $dst && ! -L $dst ]]; then
+		for c in "$src"/* "$src"/.[!.]*; do
+			[[ -e $c || -L $c ]] || continue
+			standin_walk "$c" "$dst/${c##*/}"
+		done
+	elif [[ -f $src && -f $dst ]]; then
+		printf '%s\t%s\n' "$src" "$dst"
+	else
+		warn "stand-in $src skipped: $dst exists and is not of the same type"
+	fi
+}
+
+standin_binds() {
+	local e c name
+	[[ -d $STANDINS_DIR ]] || return 0
+	for e in "$STANDINS_DIR"/* "$STANDINS_DIR"/.[!.]*; do
+		[[ -e $e || -L $e ]] || continue
+		name=${e##*/}
+		[[ $name == README.md ]] && continue
+		if [[ $name == opt && -d $e ]]; then
+			for c in "$e"/* "$e"/.[!.]*; do
+				[[ -e $c || -L $c ]] || continue
+				local src_dir=0 dst_dir=0
+				[[ -d $c ]] && src_dir=1
+				[[ -d /opt/${c##*/} ]] && dst_dir=1
+				if [[ -e /opt/${c##*/} ]] && ((src_dir != dst_dir)); then
+					warn "stand-in $c skipped: /opt/${c##*/} exists and is not of the same type"
+					continue
+				fi
+				printf '%s\t%s\n' "$c" "/opt/${c##*/}"
+			done
+		else
+			standin_walk "$e" "/$name"
+		fi
+	done
+}
+
+record_mountpoint() {
+	printf '%s\n' "$1" >>"$STATE_DIR/mountpoints"
+	NEW_MOUNTPOINTS+=("$1")
+}
+
+ensure_mountpoint() {
+	local src=$1 dst=$2 p missing=()
+	[[ -e $dst ]] && return 0
+	p=${dst%/*}
+	while [[ -n $p && ! -e $p ]]; do
+		missing=("$p" "${missing[@]}")
+		p=${p%/*}
+	done
+	for p in "${missing[@]}"; do
+		mkdir "$p"
+		record_mountpoint "d $p"
+	done
+	if [[ -d $src ]]; then
+		mkdir "$dst"
+		record_mountpoint "d $dst"
+	else
+		: >"$dst"
+		record_mountpoint "f $dst"
+	fi
+}
+
+node_apply_binds() {
+	local name=$1 list=$BIND_LIST src dst mode=ro
+	[[ ${CVS_SIM_STANDINS_RW:-0} == 1 ]] && mode=rw
+	[[ -n $list ]] || return 0
+	while IFS=$'\t' read -r src dst; do
+		ensure_mountpoint "$src" "$dst"
+	done <<<"$list"
+	# shellcheck disable=SC2016
+	nsrun "$name" /bin/sh -c '
+		tab=$(printf "\t")
+		while IFS=$tab read -r src dst; do
+			mountpoint -q "$dst" && continue
+			mount --bind "$src" "$dst"
+			[ "$1" = ro ] && mount -o remount,bind,ro "$dst"
+		done
+	' sh "$mode" <<<"$list" >>"$LOG" 2>&1
+}
+
+# ---------------------------------------------------------------- nodes
+
+# Runs as the node's init after unshare: sets up the private mounts, then
+# becomes a zombie-reaping init (python) that lives as long as the node.
+# shellcheck disable=SC2016
+HOLDER_SCRIPT='
+set -eu
+hostname "$1"
+mount -t tmpfs -o mode=1777 tmpfs /tmp
+mount -t tmpfs -o mode=0700 tmpfs /root
+if [ -d /dev/shm ]; then mount -t tmpfs -o mode=1777 tmpfs /dev/shm; fi
+mkdir -p -m 0700 /root/.ssh
+cat "$2" >/root/.ssh/authorized_keys
+chmod 0600 /root/.ssh/authorized_keys
+mount --bind "$3" /etc/hosts
+# Drop copies of host mounts a node must not pin: netns handles, host engine.
+awk "\$5 ~ \"^/run/netns(/|\$)|^/var/lib/docker(/|\$)|^/run/docker(/|\$)|^/var/run/docker(/|\$)\" {print \$5}" /proc/self/mountinfo |
+	sort -r | while read -r m; do umount -l "$m" 2>/dev/null || true; done
+cd /
+exec "$4" -c "
+import os, signal, time
+signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
+while True:
+    try:
+        os.wait()
+    except ChildProcessError:
+        time.sleep(1)
+"
+'
+
+node_start_holder() {
+	local name=$1 ns=$2 dir var upid init i
+	dir=$(node_dir "$name")
+	var=$(node_var "$name")
+	rm -f "$dir/holder.pid" "$dir/init.pid"
+	setsid nsenter --net="/run/netns/$ns" unshare --mount --uts --ipc --pid --fork --kill-child \
+		--mount-proc --propagation private -- /bin/sh -c "$HOLDER_SCRIPT" holder \
+		"$name" "$GEN_DIR/id_ed25519.pub" "$STATE_DIR/hosts" "$PYTHON" \
+		</dev/null >>"$var/init.log" 2>&1 9>&- &
+	upid=$!
+	printf '%s\n' "$upid" >"$dir/holder.pid"
+	for ((i = 0; i < 100; i++)); do
+		init=$(tr -dc '0-9 ' <"/proc/$upid/task/$upid/children" 2>/dev/null | awk '{print $1}' || true)
+		if [[ -n $init && $(proc_comm "$init") == python3 ]]; then
+			printf '%s\n' "$init" >"$dir/init.pid"
+			return 0
+		fi
+		pid_alive "$upid" || break
+		sleep 0.1
+	done
+	die "$name: the node init did not start (log: $var/init.log)"
+}
+
+ensure_node() {
+	local k=$1 name ns ip veth dir var healthy=1 rc
+	name=$(node_name "$k")
+	ns=$(node_ns "$k")
+	ip=$(node_ip "$k")
+	veth=$(node_veth "$k")
+	dir=$(node_dir "$name")
+	var=$(node_var "$name")
+	STEP="creating $name"
+
+	node_init_pid "$name" >/dev/null || healthy=0
+	[[ -f $dir/node.env ]] || healthy=0
+	if ((healthy == 0)); then
+		# New (or dead) node: on failure the whole node goes again.
+		UNDO+=("node_teardown $name")
+		node_teardown "$name"
+		say "creating $name ($ip)"
+	fi
+	mkdir -p "$dir" "$var"
+	printf 'NAME=%s\nNS=%s\nIP=%s\nVETH=%s\nINDEX=%s\nSSH_PORT=%s\n' \
+		"$name" "$ns" "$ip" "$veth" "$((k - 1))" "$SSH_PORT" >"$dir/node.env"
+
+	[[ -e /run/netns/$ns ]] || ip netns add "$ns"
+	if ! ip -n "$ns" link show eth0 >/dev/null 2>&1; then
+		ip link del "$veth" 2>/dev/null || true
+		ip link add "$veth" type veth peer name eth0 netns "$ns"
+	fi
+	ip link set "$veth" master "$BRIDGE" up
+	ip -n "$ns" link set lo up
+	if [[ $(ip -n "$ns" -o -4 addr show dev eth0) != *" $ip/24 "* ]]; then
+		ip -n "$ns" addr add "$ip/24" dev eth0
+	fi
+	ip -n "$ns" link set eth0 up
+	# On-link default route: Ansible finds ansible_default_ipv4; nothing is
+	# routed beyond br-cvs.
+	ip -n "$ns" route replace default dev eth0
+
+	node_init_pid "$name" >/dev/null || node_start_holder "$name" "$ns"
+	STEP="$name: stand-in bind mounts"
+	node_apply_binds "$name"
+	STEP="$name: authorized_keys"
+	nsrun "$name" /bin/sh -c 'cat >/root/.ssh/authorized_keys.tmp && mv -f /root/.ssh/authorized_keys.tmp /root/.ssh/authorized_keys' \
+		<"$GEN_DIR/id_ed25519.pub"
+
+	STEP="$name: starting sshd"
+	if [[ -z $(node_sshd_pid "$name") ]]; then
+		if ((healthy)); then
+			say "$name: starting sshd (was not running)"
+			UNDO+=("node_stop_sshd $name")
+		fi
+		rc=0
+		node_start_sshd "$name" || rc=$?
+		((rc != 2)) || die "port $SSH_PORT on $name ($ip) is already in use"
+		((rc == 0)) || die "$name: sshd did not start (log: $var/sshd.log)"
+	else
+		node_write_sshd_config "$name"
+		node_start_sshd "$name"
+	fi
+
+	STEP="$name: starting dockerd"
+	if [[ -z $(node_dockerd_pid "$name") ]] || ! docker_ok "$(node_sock "$name")"; then
+		if ((healthy)); then
+			say "$name: starting dockerd (was not running)"
+			UNDO+=("node_stop_engine $name")
+		fi
+		node_start_engine "$name" || die "$name: dockerd did not come up (log: $var/dockerd.log)"
+	fi
+}
+
+remove_extra_nodes() {
+	local n
+	for n in $(recorded_nodes); do
+		((${n#node} > NODES)) || continue
+		STEP="removing $n"
+		say "removing $n (NODES=$NODES)"
+		node_teardown "$n" >>"$LOG" 2>&1
+	done
+}
+
+# ---------------------------------------------------------------- generated files
+
+write_generated() {
+	STEP="writing tests/cluster/generated"
+	local k name ip key=$GEN_DIR/id_ed25519 f sep=''
+	f=$GEN_DIR/cluster.json
+	{
+		printf '{\n'
+		printf '  "subnet": %s,\n' "$(json_str "$SUBNET.0/24")"
+		printf '  "bridge": %s,\n' "$(json_str "$BRIDGE")"
+		printf '  "gateway": %s,\n' "$(json_str "$SUBNET.1")"
+		printf '  "ssh_port": %d,\n' "$SSH_PORT"
+		printf '  "user": "root",\n'
+		printf '  "key": %s,\n' "$(json_str "$key")"
+		printf '  "image": %s,\n' "$(json_str "$NODE_IMAGE")"
+		printf '  "image_id": %s,\n' "$(json_str "$IMAGE_ID")"
+		printf '  "ctl": %s,\n' "$(json_str "$CVS_SIM_DIR/ctl.sh")"
+		printf '  "ssh_config": %s,\n' "$(json_str "$GEN_DIR/ssh_config")"
+		printf '  "inventories": {"baremetal": %s, "container": %s},\n' \
+			"$(json_str "$GEN_DIR/inventory-baremetal.yml")" "$(json_str "$GEN_DIR/inventory-container.yml")"
+		printf '  "state_dir": %s,\n' "$(json_str "$STATE_DIR")"
+		printf '  "nodes": [\n'
+		for ((k = 1; k <= NODES; k++)); do
+			name=$(node_name "$k")
+			printf '%s    {"name": %s, "index": %d, "hostname": %s, "ns": %s, "ip": %s, "veth": %s,\n' \
+				"$sep" "$(json_str "$name")" "$((k - 1))" "$(json_str "$name")" "$(json_str "$(node_ns "$k")")" \
+				"$(json_str "$(node_ip "$k")")" "$(json_str "$(node_veth "$k")")"
+			printf '     "sshd_pidfile": %s, "sshd_config": %s,\n' \
+				"$(json_str "$(node_dir "$name")/sshd.pid")" "$(json_str "$(node_dir "$name")/sshd_config")"
+			printf '     "docker_socket": %s, "docker_host": %s, "docker_pidfile": %s,\n' \
+				"$(json_str "$(node_sock "$name")")" "$(json_str "unix://$(node_sock "$name")")" \
+				"$(json_str "$(node_dir "$name")/docker.pid")"
+			printf '     "docker_data_root": %s, "init_pidfile": %s}' \
+				"$(json_str "$(node_var "$name")/docker")" "$(json_str "$(node_dir "$name")/init.pid")"
+			sep=$',\n'
+		done
+		printf '\n  ]\n}\n'
+	} >"$f.tmp"
+	mv -f "$f.tmp" "$f"
+
+	# Containers cannot raise nofile above the engine's hard limit here (no
+	# CAP_SYS_RESOURCE), so the inventory asks for min(65536, hard limit).
+	local orch nofile memlock
+	nofile=$(ulimit -Hn)
+	if [[ $nofile == unlimited ]] || ((nofile > 65536)); then
+		nofile=65536
+	fi
+	# the product default memlock=-1 (unlimited) fails here too: ask for the hard limit, in bytes
+	memlock=$(ulimit -Hl)
+	if [[ $memlock == unlimited ]]; then memlock=-1; else memlock=$((memlock * 1024)); fi
+	for orch in baremetal container; do
+		f=$GEN_DIR/inventory-$orch.yml
+		{
+			printf '# Generated by tests/cluster/up.sh (simulated cluster, %s orchestrator). Do not edit.\n' "$orch"
+			printf -- '---\nall:\n  vars:\n'
+			printf '    ansible_user: root\n'
+			printf '    ansible_ssh_private_key_file: %s\n' "$(yaml_str "$key")"
+			printf "    ansible_ssh_common_args: '-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null'\n"
+			printf '    cvs_orchestrator: %s\n' "$orch"
+			if [[ $orch == container ]]; then
+				cat <<-EOF
+					    cvs_container:
+					      lifetime: per_run
+					      image: $NODE_IMAGE
+					      name: cvs-node
+					      ssh_port: 2224
+					      runtime:
+					        name: docker
+					        args:
+					          # --privileged, --ulimit memlock=-1 and nofile above the hard
+					          # limit fail on the simulated cluster (no CAP_SYS_RESOURCE)
+					          privileged: false
+					          cap_add: [SYS_PTRACE, IPC_LOCK]
+					          ulimits: ["nofile:$nofile:$nofile", "memlock:$memlock:$memlock"]
+					          shm_size: 256m
+				EOF
+			fi
+			printf '  children:\n    cvs_nodes:\n      vars:\n        ansible_python_interpreter: /usr/bin/python3\n      hosts:\n'
+			for ((k = 1; k <= NODES; k++)); do
+				printf '        %s:\n          ansible_host: %s\n' "$(node_name "$k")" "$(node_ip "$k")"
+				[[ $SSH_PORT == 22 ]] || printf '          ansible_port: %d\n' "$SSH_PORT"
+			done
+			printf '    cvs_head:\n      hosts:\n        %s:\n' "$(node_name 1)"
+		} >"$f.tmp"
+		mv -f "$f.tmp" "$f"
+	done
+
+	f=$GEN_DIR/ssh_config
+	{
+		printf '# Generated by tests/cluster/up.sh: ssh -F %s node1\n' "$f"
+		for ((k = 1; k <= NODES; k++)); do
+			ip=$(node_ip "$k")
+			printf 'Host %s %s\n  HostName %s\n  Port %d\n  User root\n  IdentityFile %s\n  IdentitiesOnly yes\n' \
+				"$(node_name "$k")" "$ip" "$ip" "$SSH_PORT" "$key"
+			printf '  StrictHostKeyChecking no\n  UserKnownHostsFile /dev/null\n  LogLevel ERROR\n'
+		done
+	} >"$f.tmp"
+	mv -f "$f.tmp" "$f"
+}
+
+# ---------------------------------------------------------------- main
+
+main() {
+	require_root
+	validate_input
+	require_bins ip sshd dockerd mmdebstrap docker nsenter unshare iptables ssh-keygen ss flock setsid
+	take_lock 900
+	check_recorded_state
+	check_subnet_free
+	check_node_addresses_free
+	check_ports_free
+
+	NEW_MOUNTPOINTS=()
+	ensure_dirs
+	UNDO+=(undo_mountpoints)
+	load_our_mountpoints
+	BIND_LIST=$(standin_binds)
+	ensure_key
+	write_hosts
+	ensure_host_dockerd
+	ensure_bridge
+	ensure_image
+	local k
+	for ((k = 1; k <= NODES; k++)); do
+		ensure_node "$k"
+	done
+	remove_extra_nodes
+	for ((k = 1; k <= NODES; k++)); do
+		ensure_node_image "$(node_name "$k")"
+	done
+	write_generated
+	UNDO=()
+	say "cluster is up: $NODES node(s) on $SUBNET.0/24 in $((SECONDS - T0)) s"
+	say "inventories: $GEN_DIR/inventory-baremetal.yml $GEN_DIR/inventory-container.yml"
+}
+
+main "$@"
