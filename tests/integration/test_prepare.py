@@ -159,3 +159,14 @@ def test_bad_container_settings_name_the_field(cluster, run_playbook, node_exec,
     assert "cvs.cluster.prepare failed on node1, node2, node3" in proc.stdout
     for name in cluster.names:
         assert containers(node_exec, name) == {}
+
+
+def test_unreachable_node_is_named_and_nothing_launched(
+    cluster, run_playbook, node_exec, tmp_path, clean_engines, sshd_stop
+):
+    sshd_stop("node3")
+    proc = run_playbook(PLAYBOOKS / "prepare_only.yml", "container", {"out_dir": str(tmp_path)}, check=False)
+    assert proc.returncode != 0
+    assert "node3: unreachable" in proc.stdout
+    for name in cluster.names:
+        assert containers(node_exec, name) == {}
