@@ -1,0 +1,131 @@
+"""Integration tests of role cvs.cluster.rvs / playbooks/health_rvs.yml on the simulated cluster."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+import yaml
+
+PLAYBOOK = "playbooks/health_rvs.yml"
+FAULT = "/root/.cvs-stand-in/rvs.json"
+
+
+def _results(results_dir: Path) -> dict[str, dict[str, Any]]:
+    runs = sorted(results_dir.iterdir(), key=lambda p: p.stat().st_mtime)
+    assert runs, f"no run directory under {results_dir}"
+    checks = runs[-1] / "checks"
+    return {p.name: json.loads((p / "rvs.json").read_text()) for p in sorted(checks.iterdir())}
+
+
+@pytest.fixture
+def faults(node_exec: Callable[..., Any]) -> Iterator[Callable[[str, dict[str, Any]], None]]:
+    """Write the RVS stand-in fault file on a node; removed when the test ends."""
+    touched: list[str] = []
+
+    def _set(node: str, data: dict[str, Any]) -> None:
+        touched.append(node)
+        node_exec(node, f"mkdir -p /root/.cvs-stand-in && cat > {FAULT}", input=json.dumps(data))
+
+    yield _set
+    for node in touched:
+        node_exec(node, f"rm -f {FAULT}", check=False)
+
+
+@pytest.mark.parametrize("backend", ["baremetal", "container"])
+def test_healthy_run_passes_everywhere(
+    run_playbook: Callable[..., Any], cluster: Any, tmp_path: Path, backend: str
+) -> None:
+    extravars: dict[str, Any] = {"cvs_results_dir": str(tmp_path), "rvs_poll_interval": 1}
+    if backend == "container":
+        # own container name and port: other suites share the cluster and its default container
+        settings = yaml.safe_load(cluster.inventory("container").read_text())["all"]["vars"]["cvs_container"]
+        extravars["cvs_container"] = {**settings, "name": "cvs-rvs-test", "ssh_port": 2231}
+    run_playbook(PLAYBOOK, backend, extravars)
+    results = _results(tmp_path)
+    assert sorted(results) == ["node1", "node2", "node3"]
+    for node, rec in results.items():
+        assert rec["check"] == "rvs" and rec["node"] == node
+        assert rec["status"] == "PASS", rec["reason"]
+        assert rec["backend"] == backend
+        assert rec["mode"] == "level" and rec["config_folder"] == "MI300X"
+        assert rec["tests"] and all(t["status"] == "PASS" for t in rec["tests"])
+        assert rec["tests"][0]["metrics"] and rec["started"] and rec["finished"]
+
+
+def test_failing_gst_and_hung_test_fail_only_node2(
+    run_playbook: Callable[..., Any], faults: Callable[..., None], tmp_path: Path
+) -> None:
+    """GST fails on GPU index 2 of node2 and iet_stress hangs there (cut at 4 s); nodes 1 and 3 pass."""
+    faults("node2", {"fail": ["gst_single"], "fail_gpu": 2, "hang": ["iet_stress"]})
+    tests = [{"name": "gst_single"}, {"name": "iet_stress", "timeout": 4}, "mem"]
+    started = time.monotonic()
+    proc = run_playbook(
+        PLAYBOOK,
+        "baremetal",
+        {
+            "cvs_results_dir": str(tmp_path),
+            "rvs_poll_interval": 1,
+            "rvs_kill_grace": 2,
+            # upstream CVS health-config block, taken unchanged
+            "rvs": {"rvs_test_level": "0", "tests": tests},
+        },
+        check=False,
+    )
+    elapsed = time.monotonic() - started
+    assert proc.returncode != 0
+    assert elapsed < 120, elapsed
+    results = _results(tmp_path)
+    assert results["node1"]["status"] == "PASS" and results["node3"]["status"] == "PASS"
+    assert [t["name"] for t in results["node1"]["tests"]] == ["gst_single", "iet_stress", "mem"]
+    bad = results["node2"]
+    assert bad["status"] == "FAIL" and bad["mode"] == "individual"
+    by_name = {t["name"]: t for t in bad["tests"]}
+    gst = by_name["gst_single"]
+    assert gst["status"] == "FAIL"
+    assert 36479 in {f["gpu"] for f in gst["failures"]}  # device index 2
+    assert "met: FALSE" in gst["failures"][0]["line"]
+    iet = by_name["iet_stress"]
+    assert iet["status"] == "FAIL" and iet["timed_out"] is True
+    assert "timed out after 4 s" in iet["reason"]
+    assert by_name["mem"]["status"] == "PASS"  # the test after the hang still ran
+    out = proc.stdout
+    assert "fatal: [node2]" in out and "fatal: [node1]" not in out and "fatal: [node3]" not in out
+    assert "node2: rvs test gst_single FAIL" in out and "GPU 36479" in out and "met: FALSE" in out
+    assert "rvs test iet_stress FAIL (timed out after 4 s" in out
+    # dispose ran after the failure
+    assert "PLAY [Dispose of what prepare started]" in out
+
+
+def test_missing_rvs_names_node_and_path(run_playbook: Callable[..., Any], tmp_path: Path) -> None:
+    proc = run_playbook(
+        PLAYBOOK,
+        "baremetal",
+        {"cvs_results_dir": str(tmp_path), "rvs_path": "/opt/nowhere/bin/rvs"},
+        check=False,
+    )
+    assert proc.returncode != 0
+    for node in ("node1", "node2", "node3"):
+        assert f"{node}: rvs binary not found or not executable at /opt/nowhere/bin/rvs" in proc.stdout
+    results = _results(tmp_path)
+    assert all(r["status"] == "ERROR" for r in results.values())
+    assert "PLAY [Dispose of what prepare started]" in proc.stdout
+
+
+def test_bad_input_is_named(run_playbook: Callable[..., Any], tmp_path: Path) -> None:
+    proc = run_playbook(
+        PLAYBOOK,
+        "baremetal",
+        {
+            "cvs_results_dir": str(tmp_path),
+            "rvs_test_level": 0,
+            "rvs_tests": ["mem", {"name": "bogus"}],
+        },
+        check=False,
+    )
+    assert proc.returncode != 0
+    assert "node1: rvs test bogus is unknown" in proc.stdout
