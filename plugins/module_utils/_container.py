@@ -211,6 +211,8 @@ def podman_run_argv(
     argv = ["podman", "run", "-d", "--name", p["name"]]
     if p["privileged"]:
         argv.append("--privileged")
+    if p.get("ipc_mode") == "host":
+        p.pop("shm_size", None)  # podman refuses --shm-size with --ipc host; docker ignores it there
     flags = (
         ("network_mode", "--network"),
         ("ipc_mode", "--ipc"),

@@ -133,3 +133,11 @@ def test_podman_argv():
     assert "nofile=10:20" in argv and "memlock=-1:-1" in argv
     assert argv[argv.index("--label") + 1] == "cvs.managed=true"
     assert argv[-3:] == ["rocm/jax:latest", "sleep", "infinity"]
+
+
+def test_podman_argv_drops_shm_size_with_host_ipc():
+    host_ipc = normalize_container({**BASE, "runtime": {"name": "podman", "args": {"shm_size": "1g"}}})
+    assert "--shm-size" not in podman_run_argv(host_ipc)
+    private = normalize_container({**BASE, "runtime": {"name": "podman", "args": {"shm_size": "1g", "ipc": "private"}}})
+    argv = podman_run_argv(private)
+    assert argv[argv.index("--shm-size") + 1] == "1g"
