@@ -1,0 +1,83 @@
+# Copyright: cvs.cluster contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Action plugin of cvs.cluster.report: folds the per-node check files of a run into results.json, junit.xml and
+report.html on the controller. Documentation: plugins/modules/report.py. Logic: plugin_utils/_report.py."""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Mapping
+
+from ansible.plugins.action import ActionBase
+
+from ansible_collections.cvs.cluster.plugins.plugin_utils._report import (
+    ReportError,
+    ensure_writable,
+    node_facts,
+    stats,
+    write_report,
+)
+
+ARGUMENT_SPEC: dict[str, Any] = {
+    "results_dir": {"type": "path", "required": True},
+    "run_id": {"type": "str"},
+    "checks": {"type": "list", "elements": "str"},
+    "hosts": {"type": "list", "elements": "str"},
+    "complete": {"type": "bool", "default": True},
+    "probe": {"type": "bool", "default": False},
+}
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+    _VALID_ARGS = frozenset(ARGUMENT_SPEC)
+
+    def run(self, tmp: str | None = None, task_vars: dict | None = None) -> dict:
+        result = super().run(tmp, task_vars)
+        task_vars = task_vars or {}
+        _validation, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+        result["changed"] = False
+        try:
+            if args["probe"]:
+                ensure_writable(args["results_dir"])
+                result["results_dir"] = args["results_dir"]
+                return result
+            if not args["run_id"]:
+                result.update(failed=True, msg="run_id is required unless probe=true")
+                return result
+            record = write_report(
+                args["results_dir"],
+                args["run_id"],
+                args["checks"],
+                self._nodes(task_vars, args["hosts"]),
+                complete=args["complete"],
+            )
+        except (ReportError, ValueError) as exc:
+            result.update(failed=True, msg=str(exc))
+            return result
+        run_dir = os.path.join(args["results_dir"], args["run_id"])
+        result.update(
+            changed=True,
+            files=record["files"],
+            summary=stats(record, run_dir),
+            nodes={n: {c: r["status"] for c, r in row["checks"].items()} for n, row in record["nodes"].items()},
+            msg=f"run {record['run_id']}: {record['summary']['status']} - {run_dir}/report.html",
+        )
+        return result
+
+    @staticmethod
+    def _nodes(task_vars: Mapping[str, Any], hosts: list[str] | None) -> dict[str, dict[str, Any]]:
+        """{node: {host, facts}} for the workload hosts (default: group cvs_exec, else cvs_nodes), in node order."""
+        hostvars = task_vars.get("hostvars") or {}
+        groups = task_vars.get("groups") or {}
+        names = hosts if hosts is not None else list(groups.get("cvs_exec") or groups.get("cvs_nodes") or [])
+        rows = []
+        for i, host in enumerate(names):
+            values = hostvars.get(host, {})
+            node = str(values.get("cvs_node") or host)
+            try:
+                index = int(values.get("cvs_node_index", i))
+            except (TypeError, ValueError):
+                index = i
+            rows.append((index, node, {"host": host, "facts": node_facts(values)}))
+        return {node: info for _i, node, info in sorted(rows, key=lambda r: r[0])}

@@ -1,0 +1,102 @@
+#!/usr/bin/python
+# Copyright: cvs.cluster contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: report
+short_description: Write the results of a validation run (results.json, junit.xml, report.html) on the controller
+version_added: 0.1.0
+description:
+  - Reads the per-node check files of a run, C(<results_dir>/<run_id>/checks/<node>/<check>.json) (written by the
+    M(cvs.cluster.log_poll)-based roles such as C(cvs.cluster.rvs) and C(cvs.cluster.maxtext)), and writes next to
+    them C(results.json) (per node and check - status, reason, metrics against thresholds, offending log lines,
+    timings, backend - plus node facts such as GPU model, RVS and ROCm versions when known), C(junit.xml) (one
+    testcase per node per check, Jenkins JUnit format) and a self-contained C(report.html).
+  - A requested check without a file for a node is C(MISSING) and makes the run C(INCOMPLETE). Call it after each
+    stage with O(complete=false) so an interrupted run keeps a report of what finished.
+  - This is an action plugin; it runs on the controller only and never fails the hosts of the checks. Publish
+    RV(summary) with M(ansible.builtin.set_stats) to show it in AWX and ansible-runner artifacts.
+author:
+  - cvs.cluster developers (@cvs-cluster)
+options:
+  results_dir:
+    description: Controller directory holding one sub-directory per run (usually C(cvs_results_dir)).
+    type: path
+    required: true
+  run_id:
+    description: The run (C(cvs_run_id) set by C(cvs.cluster.prepare)). Required unless O(probe=true).
+    type: str
+  checks:
+    description:
+      - Checks requested in this run, the report's columns. A node without a file for one of them is C(MISSING).
+      - Default - every check that has a file in the run directory.
+    type: list
+    elements: str
+  hosts:
+    description:
+      - Workload hosts of the run, the report's rows (their C(cvs_node), C(cvs_node_index) and facts are read from
+        hostvars). Default - the group C(cvs_exec), or C(cvs_nodes) when there is none (a run finished without
+        prepare).
+    type: list
+    elements: str
+  complete:
+    description: Whether the run is over. With C(false) the report says the run is incomplete.
+    type: bool
+    default: true
+  probe:
+    description: Only create O(results_dir) and check that a file can be written there; fail with a clear message
+      otherwise. Use it before starting anything.
+    type: bool
+    default: false
+notes:
+  - Statuses per node and check are C(PASS), C(FAIL), C(ERROR) (the check could not judge) and C(MISSING); metric
+    rows are C(PASS), C(FAIL) or C(RECORD) (recorded without a threshold).
+attributes:
+  check_mode:
+    description: Can run in check_mode and return changed status prediction without modifying target.
+    support: none
+  diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
+    support: none
+  platform:
+    description: Target OS/families that can be operated against.
+    support: full
+    platforms: posix
+"""
+
+EXAMPLES = r"""
+- name: Write the run report
+  cvs.cluster.report:
+    results_dir: "{{ cvs_results_dir }}"
+    run_id: "{{ cvs_run_id }}"
+    checks: [rvs, maxtext]
+  register: cvs_report
+  run_once: true
+
+- name: Show the summary in AWX / ansible-runner artifacts
+  ansible.builtin.set_stats:
+    data:
+      cvs_report: "{{ cvs_report.summary }}"
+"""
+
+RETURN = r"""
+files:
+  description: Paths of the files written.
+  returned: success, unless probe
+  type: dict
+  sample: {results: /var/tmp/cvs-results/RUN/results.json, junit: /var/tmp/cvs-results/RUN/junit.xml,
+           html: /var/tmp/cvs-results/RUN/report.html}
+summary:
+  description: Status of the run (C(PASS), C(FAIL), C(INCOMPLETE)), counts per status, failing and incomplete nodes.
+  returned: success, unless probe
+  type: dict
+  sample: {run_id: 20260101-120000-ab12, status: FAIL, complete: true,
+           counts: {PASS: 5, FAIL: 1, ERROR: 0, MISSING: 0}, failing_nodes: [node2], incomplete_nodes: [],
+           failures: [{node: node2, check: rvs, status: FAIL, reason: "..."}], results_dir: /var/tmp/cvs-results/RUN}
+nodes:
+  description: Status of every check per node.
+  returned: success, unless probe
+  type: dict
+  sample: {node1: {rvs: PASS, maxtext: PASS}, node2: {rvs: FAIL, maxtext: PASS}}
+"""
