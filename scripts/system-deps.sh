@@ -17,6 +17,9 @@ PKGS=(
 	uidmap          # newuidmap/newgidmap for podman
 	python3         # the nodes' init process (zombie reaper); Ansible targets
 	python3-requests # community.docker modules on the nodes (vendored API client)
+	chromium         # the HTML report test opens report.html headless
+	shellcheck       # ansible-test sanity shellcheck test
+	make
 )
 
 if [[ $(id -u) -ne 0 ]]; then
