@@ -18,7 +18,11 @@ GET_PIP_ONLY = {"--no-setuptools", "--no-wheel"}
 
 
 def trust_store() -> str | None:
-    for candidate in (os.environ.get("PIP_CERT"), os.environ.get("SSL_CERT_FILE"), "/etc/ssl/certs/ca-certificates.crt"):
+    for candidate in (
+        os.environ.get("PIP_CERT"),
+        os.environ.get("SSL_CERT_FILE"),
+        "/etc/ssl/certs/ca-certificates.crt",
+    ):
         if candidate and os.path.isfile(candidate):
             return candidate
     return None

@@ -289,7 +289,7 @@ def maxtext_metrics(
     steps = parse_steps(text)
     evals = parse_eval(text)
     measured = [s for s in steps if s["step"] >= warmup]
-    recent = measured if win is None else measured[-win:]
+    recent = measured if win is None else measured[max(0, len(measured) - win) :]
 
     def finite(entries: List[Dict[str, Any]], key: str) -> List[float]:
         return [float(e[key]) for e in entries if _is_finite(e[key])]
