@@ -48,8 +48,17 @@ def installed() -> bool:
 
 def from_galaxy() -> bool:
     galaxy = Path(sys.executable).parent / "ansible-galaxy"
-    cmd = [str(galaxy), "collection", "install", "-r", str(ROOT / "requirements.yml"),
-           "-p", str(DEST), "--timeout", "15"]
+    cmd = [
+        str(galaxy),
+        "collection",
+        "install",
+        "-r",
+        str(ROOT / "requirements.yml"),
+        "-p",
+        str(DEST),
+        "--timeout",
+        "15",
+    ]
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
@@ -64,8 +73,7 @@ def from_galaxy() -> bool:
 
 def from_wheel() -> None:
     with tempfile.TemporaryDirectory() as tmp:
-        subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", BUNDLE, "-d", tmp],
-                       check=True)
+        subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", BUNDLE, "-d", tmp], check=True)
         wheel = next(Path(tmp).glob("ansible-*.whl"))
         prefixes = tuple(f"ansible_collections/{w}/" for w in WANTED)
         with zipfile.ZipFile(wheel) as zf:
