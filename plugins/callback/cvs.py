@@ -1,37 +1,8 @@
+# Copyright: cvs.cluster contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Stdout callback for cluster validation runs: quiet, normal or verbose console."""
 
 from __future__ import annotations
-
-import atexit
-import contextlib
-import os
-import sys
-import threading
-import time
-from dataclasses import dataclass
-from typing import Any, Iterator, Optional
-
-from ansible import constants as C
-from ansible.module_utils.parsing.convert_bool import boolean
-from ansible.plugins.callback.default import CallbackModule as DefaultCallbackModule
-from ansible.utils import display as display_module
-
-from ansible_collections.cvs.cluster.plugins.plugin_utils._console import (
-    DEFAULT_SPINNER,
-    LOG_POLL_ACTIONS,
-    SPINNER_CHOICES,
-    Heartbeat,
-    TaskProgress,
-    capture_reason,
-    failure_lines,
-    log_event_notes,
-    normalize_choice,
-    ok_line,
-    resolve_mode,
-    round_lines,
-    spinner_frame,
-)
-from ansible_collections.cvs.cluster.plugins.plugin_utils._console_tty import LiveLine, is_interactive
 
 DOCUMENTATION = r"""
 name: cvs
@@ -138,6 +109,37 @@ EXAMPLES = r"""
   changed_when: false
   tags: [cvs_plumbing]
 """
+
+import atexit
+import contextlib
+import os
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Iterator, Optional
+
+from ansible import constants as C
+from ansible.module_utils.parsing.convert_bool import boolean
+from ansible.plugins.callback.default import CallbackModule as DefaultCallbackModule
+from ansible.utils import display as display_module
+
+from ansible_collections.cvs.cluster.plugins.plugin_utils._console import (
+    DEFAULT_SPINNER,
+    LOG_POLL_ACTIONS,
+    SPINNER_CHOICES,
+    Heartbeat,
+    TaskProgress,
+    capture_reason,
+    failure_lines,
+    log_event_notes,
+    normalize_choice,
+    ok_line,
+    resolve_mode,
+    round_lines,
+    spinner_frame,
+)
+from ansible_collections.cvs.cluster.plugins.plugin_utils._console_tty import LiveLine, is_interactive
 
 TICK_SECONDS = 0.2
 

@@ -1,3 +1,4 @@
+# shellcheck shell=sh
 # Runs inside the workload container: install the operator's key (stdin) and start sshd on port $1
 # unless an sshd already runs here (persistent containers keep theirs).
 set -eu
