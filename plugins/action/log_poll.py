@@ -1,5 +1,5 @@
 # Copyright: cvs.cluster contributors
-# Apache License 2.0 (see galaxy.yml)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Controller side of cvs.cluster.log_poll: one call is one poll round for one host.
 
 Polled with ``until: result.finished``. State between rounds lives in files on
@@ -15,23 +15,27 @@ import json
 import os
 import shlex
 import time
-from typing import Any
+from typing import Any, Mapping
 
 from ansible import context
-from ansible.errors import AnsibleConnectionFailure
+from ansible.errors import AnsibleActionFail, AnsibleConnectionFailure
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.cvs.cluster.plugins.module_utils import _log_reader
+from ansible_collections.cvs.cluster.plugins.module_utils._log_poll_spec import ARGUMENT_SPEC
 from ansible_collections.cvs.cluster.plugins.plugin_utils._log_poll import (
     POLICIES,
-    START_MODES,
+    PROBES,
     HostRound,
     LogPollError,
+    LogSpec,
+    can_complete,
     compile_patterns,
+    config_problem,
     context_before,
     decode_line,
+    effective_group,
     format_elapsed,
-    has_completion_probe,
     normalize_logs,
     normalize_policy,
     policy_decided,
@@ -47,43 +51,12 @@ from ansible_collections.cvs.cluster.plugins.plugin_utils._log_poll_state import
 
 _READER_SOURCE: str | None = None
 
-ARGUMENT_SPEC: dict[str, Any] = {
-    "logs": {"type": "raw", "default": []},
-    "error_patterns": {"type": "raw", "default": {}},
-    "ignore_error_patterns": {"type": "raw", "default": {}},
-    "complete": {
-        "type": "dict",
-        "default": {},
-        "options": {
-            "pattern": {"type": "str"},
-            "policy": {"type": "str", "default": "all"},
-            "hosts": {"type": "list", "elements": "str"},
-            "exit_code_file": {"type": "str"},
-            "http": {
-                "type": "dict",
-                "options": {
-                    "url": {"type": "str", "required": True},
-                    "status": {"type": "int", "default": 200},
-                    "timeout": {"type": "float", "default": 5},
-                },
-            },
-            "artifact": {
-                "type": "dict",
-                "options": {"path": {"type": "str", "required": True}, "min_bytes": {"type": "int", "default": 0}},
-            },
-        },
-    },
-    "start": {"type": "str", "default": "beginning", "choices": list(START_MODES)},
-    "cursors": {"type": "dict"},
-    "timeout": {"type": "float", "default": 3600},
-    "stall_timeout": {"type": "float", "default": 0},
-    "cmd_timeout": {"type": "int", "default": 30},
-    "max_bytes": {"type": "int", "default": 2 * 1024 * 1024},
-    "transport_retries": {"type": "int", "default": 5},
-    "save_dir": {"type": "path"},
-    "state_dir": {"type": "path", "default": "~/.ansible/cvs_log_poll"},
-    "state_key": {"type": "str"},
-}
+# A host of the play batch that has not polled this long after the first one did (skipped by `when`,
+# for instance) no longer holds the completion group back.
+JOIN_GRACE = 30.0
+# After the group decided: at most this many extra reads per host to reach the end of its logs.
+FINAL_DRAIN_READS = 16
+_CURSOR_KEYS = ("offset", "dev", "ino", "head_len", "head_hash", "away")
 
 
 def reader_source() -> str:
@@ -104,13 +77,13 @@ class ActionModule(ActionBase):
         task_vars = task_vars or {}
         result = super().run(tmp, task_vars)
         del tmp
-        validation, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
-        del validation
         self._host = task_vars.get("inventory_hostname", "?")
         self._task_vars_cache = task_vars
         try:
+            _validation, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
             self._configure(args, task_vars)
-        except LogPollError as exc:
+        except (LogPollError, AnsibleActionFail) as exc:
+            # finished=True so that `until: x.finished` ends at once on bad input
             result.update(failed=True, finished=True, msg=f"log_poll: {exc}")
             return result
         if self._start == "arm":
@@ -135,26 +108,40 @@ class ActionModule(ActionBase):
                 raise LogPollError(f"{name} must not be negative, got {args[name]}")
         if args["max_bytes"] < 1024:
             raise LogPollError(f"max_bytes must be at least 1024, got {args['max_bytes']}")
+        if args["cursors"] is not None and not all(isinstance(c, Mapping) for c in args["cursors"].values()):
+            raise LogPollError("cursors must map each log path to a cursor returned by start=arm")
         if self._start == "arm":
             return
         self._participants = list(task_vars.get("ansible_play_batch") or [self._host])
-        play_hosts = set(task_vars.get("ansible_play_hosts_all") or self._participants)
+        play_hosts = list(task_vars.get("ansible_play_hosts_all") or self._participants)
         group = list(complete.get("hosts") or self._participants)
         unknown = [h for h in group if h not in play_hosts]
         if unknown:
             raise LogPollError(f"complete.hosts names hosts that are not in the play: {', '.join(unknown)}")
+        idle = [h for h in group if h not in self._participants]
+        if idle:
+            raise LogPollError(
+                f"complete.hosts names hosts that do not poll in this batch (failed earlier or in another serial "
+                f"batch): {', '.join(idle)}"
+            )
         self._group = group
-        forks = (context.CLIARGS or {}).get("forks")
         polling_together = len(self._participants)
+        forks = (context.CLIARGS or {}).get("forks")
         if forks and polling_together > 1 and forks < polling_together:
             raise LogPollError(
                 f"forks ({forks}) is smaller than the {polling_together} hosts that must poll together; "
                 f"raise forks (-f {polling_together}) or use serial batches no larger than forks"
             )
-        if not self._logs and not has_completion_probe(complete) and self._host in group:
-            group.remove(self._host)
+        throttle = getattr(self._task, "throttle", 0) or 0
+        if throttle and polling_together > 1 and throttle < polling_together:
+            raise LogPollError(
+                f"throttle ({throttle}) is smaller than the {polling_together} hosts that must poll together"
+            )
+        self._can_complete = can_complete(bool(self._logs), complete)
+        self._watches = bool(self._logs) or any(complete.get(p) for p in PROBES)
         loop_var = task_vars.get("ansible_loop_var", "item")
-        item = task_vars.get(loop_var) if self._task.loop is not None else None
+        looping = self._task.loop is not None or bool(getattr(self._task, "loop_with", None))
+        item = task_vars.get(loop_var) if looping else None
         task_key = args.get("state_key") or digest(self._task._uuid, item)
         self._store = StateStore(args["state_dir"], playbook_run_key(), task_key)
 
@@ -173,8 +160,9 @@ class ActionModule(ActionBase):
         timeout = int(self._args["cmd_timeout"])
         request = dict(request, cmd_timeout=timeout)
         program = reader_source() + f"\nmain({json.dumps(request)!r})\n"
-        interp = self._interpreter(self._task_vars_cache)
-        cmd = f"{'timeout -s KILL ' + str(timeout + 5) + ' ' if timeout else ''}{shlex.quote(interp)} -"
+        # an interpreter may carry arguments (`/usr/bin/env python3`)
+        interp = " ".join(shlex.quote(part) for part in shlex.split(self._interpreter(self._task_vars_cache)))
+        cmd = f"{'timeout -s KILL ' + str(timeout + 5) + ' ' if timeout else ''}{interp} -"
         try:
             res = self._low_level_execute_command(cmd, in_data=program.encode(), sudoable=True)
         except AnsibleConnectionFailure as exc:
@@ -187,11 +175,17 @@ class ActionModule(ActionBase):
         except ValueError:
             detail = (res.get("stderr") or stdout or "").strip()[-500:]
             return None, f"{self._host}: reader returned rc={res.get('rc')} and no JSON: {detail}"
+        if not isinstance(reply, dict):
+            return None, f"{self._host}: reader returned rc={res.get('rc')} and unexpected JSON: {stdout[:200]}"
         if "timeout" in reply:
             return None, f"{self._host}: {reply['timeout']}"
+        if len(reply.get("logs", [])) != len(self._logs):
+            return None, f"{self._host}: reader answered for {len(reply.get('logs', []))} of {len(self._logs)} logs"
         return reply, None
 
-    def _request(self, cursors: dict, start: str) -> dict:
+    def _request(self, cursors: dict, probes: bool = True) -> dict:
+        # start=end applies to what exists at the first read; a log that appears later is new from byte 0
+        start = "beginning" if self._state.read_once else self._start
         logs = []
         for spec in self._logs:
             cursor = dict(cursors.get(spec.path) or {})
@@ -199,23 +193,32 @@ class ActionModule(ActionBase):
             cursor.setdefault("offset", None)
             logs.append(cursor)
         request: dict[str, Any] = {"logs": logs, "max_bytes": self._args["max_bytes"], "start": start}
-        for probe in ("exit_code_file", "http", "artifact"):
-            if self._complete.get(probe):
-                request[probe] = self._complete[probe]
+        if probes:
+            for probe in PROBES:
+                if self._complete.get(probe):
+                    request[probe] = self._complete[probe]
         return request
 
     # ---- arm -----------------------------------------------------------------------------
 
     def _arm(self, result: dict) -> dict:
-        reply, error = self._remote_read({"logs": [{"path": s.path, "offset": None} for s in self._logs],
-                                          "max_bytes": 1024, "start": "arm"})
+        request = {"logs": [{"path": s.path, "offset": None} for s in self._logs], "max_bytes": 1024, "start": "arm"}
+        reply, error = self._remote_read(request)
         if error:
             result.update(failed=True, finished=True, msg=f"log_poll could not arm: {error}")
             return result
         # a log missing at arm time has no cursor: the poll reads it from its first byte once it appears
         cursors = {spec.path: _cursor_of(log) for spec, log in zip(self._logs, reply["logs"]) if log["state"] == "ok"}
-        result.update(finished=True, failed=False, changed=False, armed=True, cursors=cursors,
-                      msg=f"armed {len(cursors)} log(s)")
+        states = [{"path": s.path, "label": s.label, "state": r["state"]} for s, r in zip(self._logs, reply["logs"])]
+        result.update(
+            finished=True,
+            failed=False,
+            changed=False,
+            armed=True,
+            cursors=cursors,
+            log_states=states,
+            msg=f"armed {len(cursors)} of {len(self._logs)} log(s)",
+        )
         return result
 
     # ---- one round -----------------------------------------------------------------------
@@ -225,42 +228,71 @@ class ActionModule(ActionBase):
         now = time.time()
         saved = store.load_host(self._host)
         if saved is None or saved.get("finished"):
-            state = HostRound(started=now, last_progress=now)
-            state.cursors = dict(self._args.get("cursors") or {})
-            store.register(self._host, {"host": self._host, "can_complete": self._host in self._group})
+            generation = int(saved.get("generation", 1)) + 1 if saved else 1
+            state = HostRound(started=now, last_progress=now, generation=generation)
+            state.cursors = {path: dict(c) for path, c in (self._args.get("cursors") or {}).items()}
+            store.set_generation(generation)
+            info = {"host": self._host, "can_complete": self._can_complete, "watches": self._watches}
+            store.register(self._host, info, now)
             store.prune_old_runs(now)
             self._open_save_files(truncate=True)
         else:
             state = HostRound.from_dict(saved)
+            store.set_generation(state.generation)
         state.rounds += 1
         self._state = state
-        result.update(changed=False, finished=False, failed=False, completed=False, new_lines=[], log_states=[],
-                      error=None, timed_out=False, stalled=False, transport_error=None, round=state.rounds)
+        self._delivered: dict[str, list[str]] = {}
+        result.update(
+            changed=False,
+            finished=False,
+            failed=False,
+            completed=False,
+            new_lines=[],
+            log_states=[],
+            error=None,
+            timed_out=False,
+            stalled=False,
+            transport_error=None,
+            round=state.rounds,
+        )
 
         verdict = store.decision()
-        if verdict and verdict["state"] == "failed" and verdict["host"] != self._host:
-            return self._finish(result, failed=True, msg=f"stopped because {verdict['host']} failed: "
-                                f"{verdict['reason']}", aborted_by=verdict["host"])
+        if verdict is None and not state.config_ok:
+            problem = self._config_problem(now)
+            if problem:
+                verdict = store.decide({"state": "failed", "host": self._host, "reason": problem, "config": True})
+        if verdict and verdict["state"] == "failed" and (verdict["host"] != self._host or verdict.get("config")):
+            return self._abort(result, verdict)
 
-        reply, transport_error = self._remote_read(self._request(state.cursors, self._start))
-        if transport_error:
-            state.transport_failures += 1
-            result.update(transport_error=transport_error, transport_failures=state.transport_failures)
-            if state.transport_failures > self._args["transport_retries"]:
-                reason = (f"{state.transport_failures} consecutive transport failures on {self._host}; "
-                          f"last: {transport_error}")
-                store.decide({"state": "failed", "host": self._host, "reason": reason})
-                return self._finish(result, failed=True, msg=reason)
-            return self._progress(result, msg=f"transport failure {state.transport_failures}/"
-                                  f"{self._args['transport_retries']}: {transport_error}")
-        state.transport_failures = 0
+        reply = None
+        if self._watches:
+            reply, transport_error = self._remote_read(self._request(state.cursors))
+            if transport_error:
+                state.transport_failures += 1
+                result.update(transport_error=transport_error, transport_failures=state.transport_failures)
+                if state.transport_failures > self._args["transport_retries"]:
+                    reason = (
+                        f"{state.transport_failures} consecutive transport failures on {self._host}; "
+                        f"last: {transport_error}"
+                    )
+                    store.decide({"state": "failed", "host": self._host, "reason": reason})
+                    return self._finish(result, failed=True, msg=reason)
+                return self._progress(
+                    result,
+                    msg=f"transport failure {state.transport_failures}/"
+                    f"{self._args['transport_retries']}: {transport_error}",
+                )
+            state.transport_failures = 0
 
-        failure = self._consume(reply, result)
-        if failure is None:
-            completed, failure = probe_outcome(reply, self._complete, state.marker_seen)
-            if completed and not result["completed"]:
-                result["completed"] = True
-                store.mark_complete(self._host)
+        failure = None
+        if reply is not None:
+            failure = self._consume(reply, result)
+            state.read_once = True
+            if failure is None:
+                caught_up = not any(log.get("more") for log in reply["logs"])
+                completed, failure = probe_outcome(reply, self._complete, state.marker_seen, caught_up)
+                if completed:
+                    store.mark_complete(self._host)
         if failure is None:
             failure = self._deadlines(now, result)
         if failure:
@@ -268,45 +300,78 @@ class ActionModule(ActionBase):
             return self._finish(result, failed=True, msg=failure)
 
         verdict = store.decision()
-        if verdict is None and policy_decided(self._policy, self._effective_group(), store.completed()):
-            verdict = store.decide({"state": "complete", "host": self._host,
-                                    "reason": f"completion group done under policy {self._policy}"})
+        if verdict is None and policy_decided(self._policy, self._effective_group(now), store.completed()):
+            reason = f"completion group done under policy {self._policy}"
+            verdict = store.decide({"state": "complete", "host": self._host, "reason": reason})
         if verdict and verdict["state"] == "failed" and verdict["host"] != self._host:
-            return self._finish(result, failed=True, msg=f"stopped because {verdict['host']} failed: "
-                                f"{verdict['reason']}", aborted_by=verdict["host"])
+            return self._abort(result, verdict)
         if verdict and verdict["state"] == "complete":
             return self._final_drain(result)
         return self._progress(result)
 
-    def _effective_group(self) -> list[str]:
+    def _grace_over(self, now: float) -> bool:
+        joined = self._store.first_joined()
+        return joined is not None and now - joined > JOIN_GRACE
+
+    def _config_problem(self, now: float) -> str | None:
         members = self._store.members()
-        return [h for h in self._group if members.get(h, {}).get("can_complete", True)]
+        grace_over = self._grace_over(now)
+        problem = config_problem(self._participants, self._group, members, grace_over)
+        if problem is None and (grace_over or all(h in members for h in self._participants)):
+            self._state.config_ok = True
+        return problem
+
+    def _effective_group(self, now: float | None = None) -> list[str]:
+        return effective_group(self._group, self._store.members(), self._grace_over(now or time.time()))
 
     def _consume(self, reply: dict, result: dict) -> str | None:
-        """Decode a reply into result lines and state; return a failure reason for an error match."""
+        """Add a reply's lines and log states to result and state; return a failure reason for an error match."""
         state = self._state
         labeled: list[tuple[str, str]] = []
+        entries = {e["path"]: e for e in result["log_states"]}
+        sizes: dict[str, int] = {}
+        per_log: list[tuple[LogSpec, list[str]]] = []
+        delivered = False
         for spec, log in zip(self._logs, reply.get("logs", [])):
             raw = b"".join(base64.b64decode(c) for c in log.get("chunks", []))
             lines = [decode_line(b) for b in split_lines(raw)]
-            entry = {"path": spec.path, "label": spec.label, "state": log.get("state"), "new_lines": len(lines),
-                     "events": [e for e in log.get("events", []) if not e.startswith("drained:")]}
+            events = [e for e in log.get("events", []) if not e.startswith("drained:")]
+            previous_state = state.states.get(spec.path)
+            log_state = log.get("state")
+            if log_state == "ok":
+                state.cursors[spec.path] = _cursor_of(log)
+                sizes[spec.path] = log["size"]
+                if log.get("long_line"):
+                    events.append("long_line_split")
+                if previous_state not in (None, "ok"):
+                    events.append("appeared" if previous_state == "missing" else "readable")
+            elif previous_state == "ok" and log_state == "missing":
+                events.append("disappeared")
+            state.states[spec.path] = log_state
+            for event in events:
+                state.note_event(spec.label, event)
+            entry = entries.get(spec.path)
+            if entry is None:
+                entry = {"path": spec.path, "label": spec.label, "new_lines": 0, "events": []}
+                result["log_states"].append(entry)
+            entry.update(state=log_state, new_lines=entry["new_lines"] + len(lines), events=entry["events"] + events)
+            entry.pop("error", None)
             if log.get("error"):
                 entry["error"] = log["error"]
-            if log.get("state") == "ok":
-                state.cursors[spec.path] = _cursor_of(log)
-                entry.update(offset=log["offset"], size=log["size"])
-                if log.get("long_line"):
-                    entry["events"].append("long_line_split")
-            elif spec.path in state.cursors and log.get("state") == "missing":
-                entry["events"].append("disappeared")
-            result["log_states"].append(entry)
+            if log_state == "ok":
+                entry.update(offset=log["offset"], size=log["size"], more=bool(log.get("more")))
             if raw:
                 self._save(spec.label, raw)
-                state.last_progress = time.time()
+                delivered = True
             labeled.extend((spec.label, line) for line in lines)
+            per_log.append((spec, lines))
+        if state.note_sizes(sizes) or delivered:
+            state.last_progress = time.time()
         round_lines = [line for _label, line in labeled]
-        result["new_lines"] = round_lines
+        # a round may consume several reads (final drain): keep new_lines grouped by log, in the order of logs
+        for spec, lines in per_log:
+            self._delivered.setdefault(spec.path, []).extend(lines)
+        result["new_lines"] = [line for spec in self._logs for line in self._delivered.get(spec.path, [])]
         scan = scan_lines(labeled, self._errors, self._ignores, self._marker)
         previous = list(state.context)
         state.remember(round_lines)
@@ -316,42 +381,53 @@ class ActionModule(ActionBase):
         if scan.error:
             err = scan.error
             path = next(s.path for s in self._logs if s.label == err["label"])
-            result["error"] = {"name": err["name"], "pattern": err["pattern"], "line": err["line"], "path": path,
-                               "label": err["label"], "host": self._host,
-                               "context": context_before(previous, round_lines, err["index"])}
+            result["error"] = {
+                "name": err["name"],
+                "pattern": err["pattern"],
+                "line": err["line"],
+                "path": path,
+                "label": err["label"],
+                "host": self._host,
+                "context": context_before(previous, round_lines, err["index"]),
+            }
             return f"error pattern {err['name']!r} matched on {self._host} in {path}: {err['line']}"
         return None
 
     def _deadlines(self, now: float, result: dict) -> str | None:
         state = self._state
         timeout, stall = self._args["timeout"], self._args["stall_timeout"]
-        if timeout and now - state.started > timeout and not result["completed"]:
+        if self._host in self._store.completed():
+            return None
+        if timeout and now - state.started > timeout:
             result["timed_out"] = True
             return f"timed out after {format_elapsed(now - state.started)} (timeout {timeout:g}s) on {self._host}"
-        if stall and now - state.last_progress > stall and not result["completed"] and self._logs:
+        if stall and now - state.last_progress > stall and self._logs:
             result["stalled"] = True
-            return (f"stalled: no new log output on {self._host} for {format_elapsed(now - state.last_progress)} "
-                    f"(stall_timeout {stall:g}s); last line: {state.last_line!r}")
+            last = repr(state.last_line) if state.last_line is not None else "(no line yet)"
+            return (
+                f"stalled: no new log output on {self._host} for {format_elapsed(now - state.last_progress)} "
+                f"(stall_timeout {stall:g}s); last line: {last}"
+            )
         return None
 
     def _final_drain(self, result: dict) -> dict:
-        """After the group decided: one more read so errors written just before the end still count."""
-        first_lines, first_states = result["new_lines"], result["log_states"]
-        reply, transport_error = self._remote_read(self._request(self._state.cursors, self._start))
-        if transport_error is None:
-            result["log_states"] = []
+        """After the group decided: read to the end of every log so errors written just before the end count."""
+        for _read in range(FINAL_DRAIN_READS if self._logs else 0):
+            reply, transport_error = self._remote_read(self._request(self._state.cursors, probes=False))
+            if transport_error is not None:
+                result["transport_error"] = transport_error
+                break
             failure = self._consume(reply, result)
-            result["new_lines"] = first_lines + result["new_lines"]
-            for before, after in zip(first_states, result["log_states"]):
-                after["new_lines"] += before["new_lines"]
-                after["events"] = before["events"] + after["events"]
             if failure:
                 self._store.decide({"state": "failed", "host": self._host, "reason": failure})
                 return self._finish(result, failed=True, msg=failure)
+            if not any(log.get("more") for log in reply["logs"]):
+                break
+        if self._host in self._store.completed():
+            msg = "complete"
         else:
-            result["transport_error"] = transport_error
-        return self._finish(result, failed=False, msg="complete" if result["completed"] else
-                            f"done: completion group finished under policy {self._policy}")
+            msg = f"done: completion group finished under policy {self._policy}"
+        return self._finish(result, failed=False, msg=msg)
 
     # ---- results -------------------------------------------------------------------------
 
@@ -359,27 +435,54 @@ class ActionModule(ActionBase):
         completed = self._store.completed()
         group = self._effective_group()
         verdict = self._store.decision() or {}
-        return {"policy": self._policy, "complete": sum(1 for h in group if h in completed), "total": len(group),
-                "failed": 1 if verdict.get("state") == "failed" or failed_host else 0,
-                "decided": bool(verdict)}
+        return {
+            "policy": self._policy,
+            "hosts": group,
+            "complete": sum(1 for h in group if h in completed),
+            "total": len(group),
+            "failed": 1 if verdict.get("state") == "failed" or failed_host else 0,
+            "decided": bool(verdict),
+        }
 
-    def _progress(self, result: dict, msg: str | None = None) -> dict:
+    def _common(self, result: dict) -> None:
         state = self._state
         if self._host in self._store.completed():
             result["completed"] = True
-        result.update(finished=False, elapsed=round(time.time() - state.started, 3), group=self._group_summary(),
-                      cursors=state.cursors, msg=msg or f"polling round {state.rounds}")
+        result.update(
+            elapsed=round(time.time() - state.started, 3),
+            cursors=state.cursors,
+            events=state.events,
+            lines_total=state.lines_total,
+        )
+
+    def _progress(self, result: dict, msg: str | None = None) -> dict:
+        state = self._state
+        self._common(result)
+        result.update(finished=False, group=self._group_summary(), msg=msg or f"polling round {state.rounds}")
         self._store.save_host(self._host, state.to_dict())
         return result
+
+    def _abort(self, result: dict, verdict: dict) -> dict:
+        if verdict.get("config"):
+            return self._finish(result, failed=True, msg=f"log_poll: {verdict['reason']}")
+        return self._finish(
+            result,
+            failed=True,
+            msg=f"stopped because {verdict['host']} failed: {verdict['reason']}",
+            aborted_by=verdict["host"],
+        )
 
     def _finish(self, result: dict, failed: bool, msg: str, aborted_by: str | None = None) -> dict:
         state = self._state
         state.finished = True
-        if self._host in self._store.completed():
-            result["completed"] = True
-        result.update(finished=True, failed=failed, msg=msg, elapsed=round(time.time() - state.started, 3),
-                      group=self._group_summary(self._host if failed and not aborted_by else None),
-                      cursors=state.cursors, last_line=state.last_line)
+        self._common(result)
+        result.update(
+            finished=True,
+            failed=failed,
+            msg=msg,
+            group=self._group_summary(self._host if failed and not aborted_by else None),
+            last_line=state.last_line,
+        )
         if aborted_by:
             result["aborted_by"] = aborted_by
         self._store.save_host(self._host, state.to_dict())
@@ -410,7 +513,7 @@ class ActionModule(ActionBase):
 
 
 def _cursor_of(log: dict) -> dict:
-    return {k: log[k] for k in ("offset", "dev", "ino", "head_len", "head_hash")}
+    return {k: log[k] for k in _CURSOR_KEYS if k in log}
 
 
 __all__ = ["ARGUMENT_SPEC", "POLICIES", "ActionModule"]

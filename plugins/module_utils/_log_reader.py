@@ -1,5 +1,5 @@
 # Copyright: cvs.cluster contributors
-# Apache License 2.0 (see galaxy.yml)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Remote side of cvs.cluster.log_poll: one bounded read round on one node.
 
 This file is self-contained (standard library only) because the log_poll
@@ -7,12 +7,16 @@ action plugin ships its source to the node and runs it with ``python3 -``
 on every round; the log_poll module imports it too. Keep it small and fast:
 it is on the hot path of every poll round of every host.
 
-A cursor is ``{offset, dev, ino, head_len, head_hash}``. Only complete lines
-(ending in ``\\n``) are returned, so ``offset`` always sits just past a
-newline. A file whose device/inode changed was rotated (the old file is
-looked up by inode in the same directory and drained first); a file that
-shrank below the offset or whose first bytes changed was truncated (a sibling
-copy holding our head is drained first). Both restart the cursor at 0.
+A cursor is ``{offset, dev, ino, head_len, head_hash}`` (plus ``away`` while
+it follows a rotated-away file). Only complete lines (ending in ``\\n``) are
+returned, so ``offset`` always sits just past a newline, except after a
+window of max_bytes without any newline (``long_line``). A file whose
+device/inode changed was rotated: the old file is looked up by inode (and
+head) in the same directory and drained first, over several rounds if needed,
+and followed while the new file is still empty. A file that shrank below the
+offset or its head, or whose first bytes changed, was truncated: a sibling
+copy holding our head (copytruncate) is drained the same way. Both restart
+the cursor at 0 of the new file.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ import stat
 import sys
 
 HEAD_BYTES = 1024
-_SIBLING_SCAN_LIMIT = 256
+_SIBLING_SCAN_LIMIT = 2048
 
 
 class ReadTimeout(Exception):
@@ -37,45 +41,45 @@ def _head_hash(fd: int, length: int) -> str:
     return hashlib.sha1(os.pread(fd, length, 0)).hexdigest() if length else ""
 
 
-def _read_complete(fd: int, start: int, end: int, max_bytes: int) -> tuple[bytes, bool]:
+def _read_complete(fd: int, start: int, end: int, max_bytes: int) -> tuple[bytes, bool, bool]:
     """Bytes from start up to the last newline before min(end, start+max_bytes).
 
-    Returns (data, long_line): when a full max_bytes window holds no newline
-    at all, the window is returned whole and long_line is True so a line
-    longer than max_bytes cannot stall the cursor or grow memory.
+    Returns (data, long_line, more). When a full max_bytes window holds no
+    newline at all, the window is returned whole and long_line is True so a
+    line longer than max_bytes cannot stall the cursor or grow memory. more is
+    True when the window was cut by max_bytes (more bytes are waiting).
     """
     want = min(end - start, max_bytes)
     if want <= 0:
-        return b"", False
+        return b"", False, False
     data = os.pread(fd, want, start)
+    more = end - start > max_bytes
     cut = data.rfind(b"\n")
     if cut >= 0:
-        return data[: cut + 1], False
+        return data[: cut + 1], False, more
     if len(data) >= max_bytes:
-        return data, True
-    return b"", False
+        return data, True, more
+    return b"", False, False
 
 
-def _drain(path: str, offset: int, max_bytes: int) -> bytes:
-    """Remaining complete lines of a rotated-away file, from offset."""
+def _same_head(full: str, head_len: int, head_hash: str) -> bool:
+    if not head_len:
+        return True
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        with open(full, "rb") as fh:
+            return hashlib.sha1(fh.read(head_len)).hexdigest() == head_hash
     except OSError:
-        return b""
-    try:
-        size = os.fstat(fd).st_size
-        data, _long = _read_complete(fd, offset, size, max_bytes)
-        return data
-    finally:
-        os.close(fd)
+        return False
 
 
 def _find_sibling(path: str, match) -> str | None:
+    """The newest regular file next to path (not path itself) that match(full, st) accepts."""
     directory = os.path.dirname(path) or "."
     try:
         entries = os.scandir(directory)
     except OSError:
         return None
+    best, best_mtime = None, -1.0
     with entries:
         for count, entry in enumerate(entries):
             if count >= _SIBLING_SCAN_LIMIT:
@@ -87,50 +91,94 @@ def _find_sibling(path: str, match) -> str | None:
                 st = entry.stat(follow_symlinks=False)
             except OSError:
                 continue
-            if stat.S_ISREG(st.st_mode) and match(full, st):
-                return full
-    return None
+            if stat.S_ISREG(st.st_mode) and st.st_mtime > best_mtime and match(full, st):
+                best, best_mtime = full, st.st_mtime
+    return best
 
 
-def _find_rotated(path: str, dev: int, ino: int) -> str | None:
-    return _find_sibling(path, lambda _full, st: st.st_dev == dev and st.st_ino == ino)
+def _find_rotated(path: str, spec: dict) -> str | None:
+    """The file our cursor was on, renamed away in the same directory (same inode and head)."""
+    dev, ino = spec.get("dev"), spec.get("ino")
+    return _find_sibling(
+        path,
+        lambda full, st: (
+            (st.st_dev, st.st_ino) == (dev, ino)
+            and _same_head(full, spec.get("head_len", 0), spec.get("head_hash", ""))
+        ),
+    )
 
 
-def _find_copy(path: str, cursor: dict) -> str | None:
-    head_len, head_hash, offset = cursor.get("head_len", 0), cursor.get("head_hash", ""), cursor["offset"]
-    base = os.path.basename(path)
+def _find_copy(path: str, spec: dict) -> str | None:
+    """A copy of the truncated file (copytruncate): a sibling named like it, holding our head and offset."""
+    head_len, offset, base = spec.get("head_len", 0), spec["offset"], os.path.basename(path)
     if not head_len:
         return None
+    return _find_sibling(
+        path,
+        lambda full, st: (
+            os.path.basename(full).startswith(base)
+            and st.st_size >= offset
+            and _same_head(full, head_len, spec.get("head_hash", ""))
+        ),
+    )
 
-    def same_head(full: str, st: os.stat_result) -> bool:
-        if not os.path.basename(full).startswith(base) or st.st_size < offset:
-            return False
-        try:
-            with open(full, "rb") as fh:
-                return hashlib.sha1(fh.read(head_len)).hexdigest() == head_hash
-        except OSError:
-            return False
 
-    return _find_sibling(path, same_head)
+def _follow_old(old: str, spec: dict, max_bytes: int, new_size: int, out: dict) -> bool:
+    """Drain a rotated-away file (or the copy of a truncated one) from the cursor's offset.
+
+    Returns True when the cursor stays on the old file for now: its complete
+    lines did not fit in max_bytes, or the new file is still empty (a writer
+    that has not reopened its log keeps writing to the old one). The new
+    file's first byte is only read once the old file is drained.
+    """
+    try:
+        fd = os.open(old, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError:
+        return False
+    try:
+        st = os.fstat(fd)
+        offset = min(spec["offset"], st.st_size)
+        data, long_line, more = _read_complete(fd, offset, st.st_size, max_bytes)
+        if data:
+            out["chunks"].append(data)
+        out["events"].append("drained:" + old)
+        stay = more or long_line or new_size == 0
+        if stay:
+            head_len = min(st.st_size, HEAD_BYTES)
+            out.update(
+                state="ok",
+                dev=st.st_dev,
+                ino=st.st_ino,
+                size=st.st_size,
+                offset=offset + len(data),
+                head_len=head_len,
+                head_hash=_head_hash(fd, head_len),
+                long_line=long_line,
+                more=more,
+                away=True,
+            )
+        return stay
+    finally:
+        os.close(fd)
 
 
 def read_log(spec: dict, max_bytes: int, start: str) -> dict:
     """One read of one log. ``spec`` is the cursor sent by the controller (offset None = first sight)."""
     path = spec["path"]
-    out: dict = {"path": path, "events": [], "chunks": [], "long_line": False}
+    out: dict = {"path": path, "events": [], "chunks": [], "long_line": False, "more": False}
     try:
         st = os.stat(path)
     except FileNotFoundError:
         out.update(state="missing", error="no such file")
         return out
     except OSError as exc:
-        out.update(state="unreadable", error=str(exc))
+        out.update(state="unreadable", error=exc.strerror or str(exc))
         return out
     if stat.S_ISDIR(st.st_mode):
         out.update(state="directory", error="path is a directory")
         return out
     try:
-        fd = os.open(path, os.O_RDONLY)
+        fd = os.open(path, os.O_RDONLY)  # blocks on a FIFO without a writer: cmd_timeout cuts it off
     except OSError as exc:
         out.update(state="unreadable", error=exc.strerror or str(exc))
         return out
@@ -138,7 +186,7 @@ def read_log(spec: dict, max_bytes: int, start: str) -> dict:
         st = os.fstat(fd)
         size = st.st_size
         offset = spec.get("offset")
-        chunks = out["chunks"]
+        old = None
         if offset is None:
             offset = size if start in ("end", "arm") else 0
             if offset:
@@ -147,24 +195,22 @@ def read_log(spec: dict, max_bytes: int, start: str) -> dict:
                 cut = tail.rfind(b"\n")
                 offset = offset - len(tail) + cut + 1 if cut >= 0 else offset
         elif (spec.get("dev"), spec.get("ino")) != (st.st_dev, st.st_ino):
-            out["events"].append("rotated")
-            old = _find_rotated(path, spec.get("dev"), spec.get("ino"))
-            if old:
-                chunks.append(_drain(old, offset, max_bytes))
-                out["events"].append("drained:" + old)
+            if not spec.get("away"):
+                out["events"].append("rotated")
+            old = _find_rotated(path, spec)
             offset = 0
         else:
             head_len = spec.get("head_len", 0)
-            if size < offset or (head_len and size >= head_len and _head_hash(fd, head_len) != spec.get("head_hash")):
+            if size < offset or size < head_len or (head_len and _head_hash(fd, head_len) != spec.get("head_hash")):
                 out["events"].append("truncated")
-                copy = _find_copy(path, spec)
-                if copy:
-                    chunks.append(_drain(copy, offset, max_bytes))
-                    out["events"].append("drained:" + copy)
+                old = _find_copy(path, spec)
                 offset = 0
-        data, long_line = _read_complete(fd, offset, size, max_bytes)
+        if old and _follow_old(old, spec, max_bytes, size, out):
+            out["chunks"] = [base64.b64encode(c).decode("ascii") for c in out["chunks"]]
+            return out
+        data, long_line, more = _read_complete(fd, offset, size, max_bytes)
         if data:
-            chunks.append(data)
+            out["chunks"].append(data)
         head_len = min(size, HEAD_BYTES)
         out.update(
             state="ok",
@@ -175,8 +221,9 @@ def read_log(spec: dict, max_bytes: int, start: str) -> dict:
             head_len=head_len,
             head_hash=_head_hash(fd, head_len),
             long_line=long_line,
+            more=more,
         )
-        out["chunks"] = [base64.b64encode(c).decode("ascii") for c in chunks if c]
+        out["chunks"] = [base64.b64encode(c).decode("ascii") for c in out["chunks"]]
         return out
     finally:
         os.close(fd)
@@ -199,11 +246,13 @@ def probe_exit_code(path: str) -> dict:
 
 
 def probe_http(url: str, timeout: float) -> dict:
+    """GET url from the node, directly (proxy environment variables are ignored)."""
     import urllib.error
     import urllib.request
 
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     try:
-        with urllib.request.urlopen(url, timeout=timeout) as resp:
+        with opener.open(url, timeout=timeout) as resp:
             return {"status": resp.status}
     except urllib.error.HTTPError as exc:
         return {"status": exc.code}
@@ -224,7 +273,11 @@ def _on_alarm(_signum, _frame):
 
 
 def run_round(request: dict) -> dict:
-    """Serve one poll round: read every log, then run the completion probes."""
+    """Serve one poll round: run the completion probes, then read every log.
+
+    Probes come first so that everything a job wrote before its exit code,
+    health answer or artifact appeared is in the bytes read this round.
+    """
     timeout = int(request.get("cmd_timeout") or 0)
     current = {"what": "start"}
     if timeout > 0 and hasattr(signal, "SIGALRM"):
@@ -234,9 +287,6 @@ def run_round(request: dict) -> dict:
     try:
         start = request.get("start", "beginning")
         max_bytes = int(request.get("max_bytes", 2 * 1024 * 1024))
-        for spec in request.get("logs", []):
-            current["what"] = "reading " + spec["path"]
-            reply["logs"].append(read_log(spec, max_bytes, start))
         if request.get("exit_code_file"):
             current["what"] = "reading exit code file " + request["exit_code_file"]
             reply["exit_code"] = probe_exit_code(request["exit_code_file"])
@@ -246,6 +296,9 @@ def run_round(request: dict) -> dict:
         if request.get("artifact"):
             current["what"] = "checking artifact " + request["artifact"]["path"]
             reply["artifact"] = probe_artifact(request["artifact"]["path"])
+        for spec in request.get("logs", []):
+            current["what"] = "reading " + spec["path"]
+            reply["logs"].append(read_log(spec, max_bytes, start))
     except ReadTimeout:
         return {"timeout": f"cmd_timeout ({timeout}s) expired while {current['what']}"}
     finally:

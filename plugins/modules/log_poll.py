@@ -1,6 +1,6 @@
 #!/usr/bin/python
 # Copyright: cvs.cluster contributors
-# Apache License 2.0 (see galaxy.yml)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 from __future__ import annotations
 
 DOCUMENTATION = r"""
@@ -15,24 +15,30 @@ description:
     loop item, so two tasks, two loop items or two playbook runs never share state.
   - Cursors are byte offsets advanced only past the last newline seen. A file's identity (device, inode and a hash
     of its first bytes) is checked every round; rotation (rename and recreate) and truncation (copytruncate) are
-    detected, the rotated-away copy is drained from the old offset when it is still in the same directory, and the
-    cursor restarts at 0. Bytes are split on newlines before decoding (UTF-8, invalid bytes replaced).
+    detected and reported (RV(events)). The rotated-away file (found by inode in the same directory) or the copy of
+    a truncated one is drained from the old offset first, over several rounds if needed, and followed while the new
+    file is still empty; then the cursor restarts at 0 of the new file. Bytes are split on newlines before decoding
+    (UTF-8, invalid bytes replaced, a trailing carriage return dropped).
   - Completion only counts markers in bytes read by this poll, never a grep of the whole file, so stale markers of
     earlier runs cannot complete a new run. Use O(start=arm) before launching a job to record start offsets.
   - Any error on any host stops every host. Hosts outside the completion group keep scanning for errors until the
-    group decides. After the group decides, every host reads once more and scans what it finds.
+    group decides. After the group decides, every host reads to the end of its logs and scans what it finds.
+  - Each round runs the completion probes on the node before it reads the logs, so whatever the job wrote before its
+    exit code, health answer or artifact appeared is scanned in the same round.
   - A transport failure (unreachable host, timeout, output that is not JSON) never moves a cursor; after
     O(transport_retries) consecutive failures the host fails, naming itself and the last error.
   - This is an action plugin; the read on the node is a small standard-library Python program run with the
     host's Python interpreter. It works the same over any connection (SSH to a node, SSH into a container).
 author:
-  - cvs.cluster developers
+  - cvs.cluster developers (@cvs-cluster)
 options:
   logs:
     description:
       - Logs to poll on this host, in order. Each item is a path or a mapping with C(path) and an optional C(label).
       - The label names the log in results, on the console and in O(save_dir); it defaults to the file's basename
-        without a trailing C(.log). A host may have no logs (it then only waits for the group or a probe).
+        without a trailing C(.log). Labels and paths must be unique per host; a label cannot contain C(/).
+      - A host may have no logs; it then completes only through an exit code, HTTP or artifact probe, or just waits
+        for the group. Empty logs on every host with no such probe is an error.
     type: raw
     default: []
   error_patterns:
@@ -76,7 +82,8 @@ options:
             O(complete.pattern) is set and was not seen, which fails too (the job ended before its marker).
         type: str
       http:
-        description: HTTP health probe fetched on the node; completes when the status matches.
+        description: HTTP health probe fetched on the node (directly, proxy variables are ignored); completes when
+          the status matches.
         type: dict
         suboptions:
           url:
@@ -106,9 +113,11 @@ options:
   start:
     description:
       - Where a log without a cursor starts. C(beginning) at byte 0; C(end) at the end of the last complete line
-        present at the first round.
+        present at the first read. A log that does not exist at the first read is new, so it is read from its first
+        byte when it appears.
       - C(arm) records the current end of every log and returns at once with RV(cursors); pass them to the polling
-        task as O(cursors) so a job launched in between is read from its first new byte.
+        task as O(cursors) so a job launched in between is read from its first new byte. A log missing at arm time
+        gets no cursor and is read from its first byte.
     type: str
     default: beginning
     choices: [beginning, end, arm]
@@ -151,17 +160,29 @@ options:
 notes:
   - "Poll with C(until: result.finished), a large C(retries) and the round interval as C(delay). The O(timeout)
     option, not C(retries), bounds the wait."
-  - All hosts that poll together must run at once, so C(forks) must be at least the play batch size; the task
-    fails before reading anything otherwise.
+  - All hosts that poll together must run at once, so C(forks) (and the task's C(throttle)) must be at least the
+    play batch size; the task fails before reading anything otherwise.
+  - The completion group defaults to the play batch. A batch host that never polls (skipped by C(when)) stops
+    holding the group back 30 seconds after the first host started polling; prefer O(logs=[]) over C(when) for
+    hosts that should only wait.
+  - A rotated file's last line without a newline is not delivered (the writer may still be writing it). Two
+    rotations within one round interval can lose the lines of the middle file; keep C(delay) well below the
+    rotation period.
   - The stdout callback C(cvs.cluster.cvs) renders poll rounds (progress, heartbeats, verbose log lines).
 attributes:
+  action:
+    support: full
+    description: The work is done by the action plugin of the same name, on the controller and through the connection.
   check_mode:
     support: full
     description: Reading logs changes nothing on the nodes; O(save_dir) is still written on the controller.
   diff_mode:
     support: none
+    description: Nothing changes, so there is nothing to show as a diff.
   platform:
+    support: full
     platforms: posix
+    description: Nodes need a POSIX shell, C(timeout) and Python 3.9 or newer.
 seealso:
   - module: ansible.builtin.async_status
   - module: ansible.builtin.wait_for
@@ -240,12 +261,30 @@ new_lines:
   type: list
   elements: str
 log_states:
-  description: Per log, in the order of O(logs); C(new_lines) counts how many of RV(new_lines) belong to it.
+  description:
+    - Per log, in the order of O(logs); C(new_lines) counts how many of RV(new_lines) belong to it.
+    - C(state) is C(ok), C(missing), C(directory) or C(unreadable) (with C(error)); C(events) lists what happened
+      this round (C(rotated), C(truncated), C(long_line_split), C(appeared), C(disappeared), C(readable));
+      C(more) is true when O(max_bytes) cut the read short.
   returned: always
   type: list
   elements: dict
   sample: [{path: /tmp/run/training.log, label: training, state: ok, offset: 4096, size: 4100, new_lines: 12,
-            events: [rotated]}]
+            events: [rotated], more: false}]
+events:
+  description: Every log event of this poll so far (the last 100), with the round and the log's label.
+  returned: except on bad input
+  type: list
+  elements: dict
+  sample: [{round: 12, label: training, event: rotated}]
+lines_total:
+  description: Lines delivered on this host since the first round.
+  returned: except on bad input
+  type: int
+last_line:
+  description: The last line delivered on this host.
+  returned: when finished
+  type: str
 error:
   description: The error match that failed the run, with the lines before it.
   returned: when an error pattern matched on this host
@@ -272,7 +311,7 @@ group:
   description: The completion group's state.
   returned: always
   type: dict
-  sample: {policy: all, complete: 2, total: 3, failed: 0, decided: false}
+  sample: {policy: all, hosts: [node1, node2, node3], complete: 2, total: 3, failed: 0, decided: false}
 cursors:
   description: Cursor per log path (byte offset and file identity); with O(start=arm), the start cursors to pass on.
   returned: always
@@ -281,6 +320,14 @@ transport_error:
   description: The transport failure of this round, if any (cursors did not move).
   returned: always
   type: str
+transport_failures:
+  description: Consecutive transport failures so far.
+  returned: when this round had a transport failure
+  type: int
+armed:
+  description: True for a O(start=arm) call; RV(cursors) holds the start cursors.
+  returned: with O(start=arm)
+  type: bool
 aborted_by:
   description: The host whose failure stopped this one.
   returned: when another host failed
@@ -291,21 +338,18 @@ import json
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.cvs.cluster.plugins.module_utils._log_poll_spec import ARGUMENT_SPEC
 from ansible_collections.cvs.cluster.plugins.module_utils._log_reader import run_round
 
 
 def main() -> None:
-    # Used only when the action plugin is bypassed: one raw read round, no controller state.
-    module = AnsibleModule(
-        argument_spec={
-            "logs": {"type": "list", "elements": "raw", "default": []},
-            "max_bytes": {"type": "int", "default": 2 * 1024 * 1024},
-            "start": {"type": "str", "default": "beginning", "choices": ["beginning", "end", "arm"]},
-        },
-        supports_check_mode=True,
-    )
-    logs = [{"path": x if isinstance(x, str) else x["path"], "offset": None} for x in module.params["logs"]]
-    reply = run_round({"logs": logs, "max_bytes": module.params["max_bytes"], "start": module.params["start"]})
+    # Only reached when the action plugin is bypassed: one raw read round of the logs from their first byte (or
+    # their end with start=end/arm), no controller state, no patterns, no completion.
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    logs = module.params["logs"] or []
+    logs = [logs] if isinstance(logs, (str, dict)) else logs
+    specs = [{"path": x if isinstance(x, str) else x["path"], "offset": None} for x in logs]
+    reply = run_round({"logs": specs, "max_bytes": module.params["max_bytes"], "start": module.params["start"]})
     module.exit_json(changed=False, reply=json.loads(json.dumps(reply)))
 
 

@@ -1,5 +1,5 @@
 # Copyright: cvs.cluster contributors
-# Apache License 2.0 (see galaxy.yml)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Pure logic of cvs.cluster.log_poll (controller side), free of Ansible imports.
 
 Patterns, log specs, line splitting and decoding, scanning a round's lines,
@@ -17,6 +17,8 @@ from typing import Any, Iterable, Mapping
 POLICIES = ("all", "any", "first", "node0", "last")
 START_MODES = ("beginning", "end", "arm")
 CONTEXT_LINES = 10
+MAX_EVENTS = 100
+PROBES = ("exit_code_file", "http", "artifact")
 
 
 class LogPollError(ValueError):
@@ -94,11 +96,15 @@ def normalize_logs(logs: Any) -> list[LogSpec]:
             raise LogPollError(f"logs: each item must be a path or a mapping with 'path', got {entry!r}")
         if not path:
             raise LogPollError("logs: empty path")
-        specs.append(LogSpec(path, str(label) if label else default_label(path)))
-    labels = [s.label for s in specs]
-    dupes = sorted({label for label in labels if labels.count(label) > 1})
-    if dupes:
-        raise LogPollError(f"logs: labels must be unique per host, repeated: {', '.join(dupes)} (set 'label')")
+        label = str(label) if label else default_label(path)
+        if "/" in label or "\0" in label or label in (".", ".."):
+            raise LogPollError(f"logs: label {label!r} of {path} cannot name a file (no '/', not '.' or '..')")
+        specs.append(LogSpec(path, label))
+    for kind, values in (("labels", [s.label for s in specs]), ("paths", [s.path for s in specs])):
+        dupes = sorted({v for v in values if values.count(v) > 1})
+        if dupes:
+            hint = " (set 'label')" if kind == "labels" else ""
+            raise LogPollError(f"logs: {kind} must be unique per host, repeated: {', '.join(dupes)}{hint}")
     return specs
 
 
@@ -155,8 +161,13 @@ def scan_lines(
     for pattern in errors:
         for index, label, line in candidates:
             if pattern.search(line):
-                result.error = {"name": pattern.name, "pattern": pattern.source, "line": line,
-                                "label": label, "index": index}
+                result.error = {
+                    "name": pattern.name,
+                    "pattern": pattern.source,
+                    "line": line,
+                    "label": label,
+                    "index": index,
+                }
                 return result
     return result
 
@@ -191,11 +202,28 @@ class HostRound:
     transport_failures: int = 0
     lines_total: int = 0
     finished: bool = False
+    generation: int = 1
+    read_once: bool = False
+    sizes: dict = field(default_factory=dict)
+    states: dict = field(default_factory=dict)
+    events: list = field(default_factory=list)
+    config_ok: bool = False
 
     def remember(self, lines: list[str]) -> None:
         if lines:
             self.context = (self.context + lines[-CONTEXT_LINES:])[-CONTEXT_LINES:]
             self.last_line = lines[-1]
+
+    def note_event(self, label: str, event: str) -> None:
+        """Keep rotation/truncation/... events of the whole poll (bounded) for the final result."""
+        self.events.append({"round": self.rounds, "label": label, "event": event})
+        del self.events[:-MAX_EVENTS]
+
+    def note_sizes(self, sizes: Mapping[str, int]) -> bool:
+        """Record file sizes; True when one changed (a log growing counts as progress, even mid-line)."""
+        changed = any(self.sizes.get(path) != size for path, size in sizes.items())
+        self.sizes.update(sizes)
+        return changed
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
@@ -212,11 +240,16 @@ def context_before(previous: list[str], round_lines: list[str], index: int) -> l
     return before[-CONTEXT_LINES:]
 
 
-def probe_outcome(reply: Mapping, complete: Mapping, marker_seen: bool) -> tuple[bool, str | None]:
+def probe_outcome(
+    reply: Mapping, complete: Mapping, marker_seen: bool, caught_up: bool = True
+) -> tuple[bool, str | None]:
     """(completed, failure reason) for this host from the probes in a reader reply.
 
     Every configured probe must be satisfied to complete; a non-zero exit code
-    is a failure; an exit code of 0 before the completion marker is a failure too.
+    is a failure; an exit code of 0 without the completion marker is a failure
+    too, but only once the logs are caught up (the reader probes before it
+    reads, so a marker written before the exit is in the bytes of this round
+    unless max_bytes cut the read short).
     """
     failure = None
     satisfied = True
@@ -233,9 +266,8 @@ def probe_outcome(reply: Mapping, complete: Mapping, marker_seen: bool) -> tuple
             failure = f"exit code file {complete['exit_code_file']}: {exit_info.get('error', 'unreadable')}"
         elif exit_info["code"] != 0:
             failure = f"job exited with code {exit_info['code']} (exit code file {complete['exit_code_file']})"
-        elif complete.get("pattern") and not marker_seen:
-            failure = (f"job exited with code 0 before the completion marker {complete['pattern']!r} "
-                       "appeared")
+        elif complete.get("pattern") and not marker_seen and caught_up:
+            failure = f"job exited with code 0 before the completion marker {complete['pattern']!r} appeared"
     if complete.get("http"):
         has_probe = True
         http = reply.get("http") or {}
@@ -243,13 +275,59 @@ def probe_outcome(reply: Mapping, complete: Mapping, marker_seen: bool) -> tuple
     if complete.get("artifact"):
         has_probe = True
         art = reply.get("artifact") or {}
-        satisfied = satisfied and bool(art.get("exists")) and art.get("size", 0) >= int(
-            complete["artifact"].get("min_bytes", 0) or 0)
+        satisfied = (
+            satisfied
+            and bool(art.get("exists"))
+            and art.get("size", 0) >= int(complete["artifact"].get("min_bytes", 0) or 0)
+        )
     return (has_probe and satisfied and failure is None), failure
 
 
 def has_completion_probe(complete: Mapping) -> bool:
-    return any(complete.get(k) for k in ("pattern", "exit_code_file", "http", "artifact"))
+    return any(complete.get(k) for k in ("pattern", *PROBES))
+
+
+def can_complete(has_logs: bool, complete: Mapping) -> bool:
+    """Whether a host can ever complete: a marker needs a log to appear in, other probes need nothing."""
+    return any(complete.get(k) for k in PROBES) or (has_logs and bool(complete.get("pattern")))
+
+
+def effective_group(group: list[str], members: Mapping[str, Mapping], absent_dropped: bool) -> list[str]:
+    """The completion group without hosts that registered as unable to complete.
+
+    A host that has not registered yet counts as able to, unless absent_dropped
+    (the join grace is over: a host skipped by ``when`` never polls).
+    """
+    out = []
+    for host in group:
+        info = members.get(host)
+        if info is None:
+            if not absent_dropped:
+                out.append(host)
+        elif info.get("can_complete", True):
+            out.append(host)
+    return out
+
+
+def config_problem(
+    participants: list[str], group: list[str], members: Mapping[str, Mapping], absent_dropped: bool
+) -> str | None:
+    """A group-wide configuration error that only shows once every host registered its own arguments."""
+    present = [h for h in participants if h in members]
+    if len(present) < len(participants) and not absent_dropped:
+        return None
+    if present and not any(members[h].get("watches") for h in present):
+        return (
+            f"logs is empty on every host ({', '.join(present)}) and no exit_code_file, http or artifact probe "
+            "is set: nothing to poll"
+        )
+    group_present = [h for h in group if h in members]
+    if group_present and not effective_group(group_present, members, True):
+        return (
+            f"no host of the completion group ({', '.join(group_present)}) can complete: each needs a log for "
+            "complete.pattern, or an exit_code_file, http or artifact probe"
+        )
+    return None
 
 
 def format_elapsed(seconds: float) -> str:

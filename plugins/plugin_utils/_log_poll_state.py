@@ -1,5 +1,5 @@
 # Copyright: cvs.cluster contributors
-# Apache License 2.0 (see galaxy.yml)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Controller-side state of log_poll, shared by the per-host worker processes.
 
 One directory per (playbook run, task, loop item). Every file is written
@@ -16,6 +16,7 @@ import shutil
 import tempfile
 import time
 from typing import Any
+from urllib.parse import quote, unquote
 
 _PRUNE_AFTER = 3 * 24 * 3600
 
@@ -57,13 +58,37 @@ def _safe(name: str) -> str:
     return "".join(c if c.isalnum() or c in "-_.@" else "_" for c in name)
 
 
+def _host_file(host: str) -> str:
+    """A file name for a host, reversible and collision-free (any inventory name)."""
+    return "h-" + quote(host, safe="")
+
+
+def _file_host(name: str) -> str:
+    return unquote(name[2:])
+
+
 class StateStore:
+    """State of one (playbook run, task, loop item) key.
+
+    ``hosts/`` holds each host's round state. The group's shared state
+    (members, completed hosts, the verdict) lives in a generation directory:
+    when the same key is polled again in the same run (a loop repeating an
+    item, a reused ``state_key``), every host starts the next generation and
+    never sees the previous verdict.
+    """
+
     def __init__(self, base_dir: str, run_key: str, task_key: str) -> None:
         self.base_dir = os.path.expanduser(base_dir)
         self.run_dir = os.path.join(self.base_dir, _safe(run_key))
         self.path = os.path.join(self.run_dir, _safe(task_key))
-        for sub in ("hosts", "complete", "members"):
-            os.makedirs(os.path.join(self.path, sub), exist_ok=True)
+        os.makedirs(os.path.join(self.path, "hosts"), exist_ok=True)
+        self.set_generation(1)
+
+    def set_generation(self, generation: int) -> None:
+        self.generation = generation
+        self.gen_path = os.path.join(self.path, f"g{generation}")
+        for sub in ("complete", "members"):
+            os.makedirs(os.path.join(self.gen_path, sub), exist_ok=True)
 
     def prune_old_runs(self, now: float | None = None) -> None:
         now = now or time.time()
@@ -80,38 +105,51 @@ class StateStore:
                     continue
 
     def load_host(self, host: str) -> dict | None:
-        return _read_json(os.path.join(self.path, "hosts", _safe(host) + ".json"))
+        return _read_json(os.path.join(self.path, "hosts", _host_file(host) + ".json"))
 
     def save_host(self, host: str, data: dict) -> None:
-        _write_json(os.path.join(self.path, "hosts", _safe(host) + ".json"), data)
+        _write_json(os.path.join(self.path, "hosts", _host_file(host) + ".json"), data)
 
-    def register(self, host: str, info: dict) -> None:
-        _write_json(os.path.join(self.path, "members", _safe(host) + ".json"), info)
+    def register(self, host: str, info: dict, now: float | None = None) -> None:
+        _write_json(os.path.join(self.gen_path, "members", _host_file(host) + ".json"), info)
+        try:
+            with open(os.path.join(self.gen_path, "joined"), "x") as fh:
+                fh.write(repr(now or time.time()))
+        except FileExistsError:
+            pass
+
+    def first_joined(self) -> float | None:
+        """When the first host of this generation registered."""
+        try:
+            with open(os.path.join(self.gen_path, "joined")) as fh:
+                return float(fh.read() or 0) or None
+        except (OSError, ValueError):
+            return None
 
     def members(self) -> dict[str, dict]:
         out = {}
-        directory = os.path.join(self.path, "members")
+        directory = os.path.join(self.gen_path, "members")
         for name in os.listdir(directory):
-            if name.endswith(".json"):
+            if name.startswith("h-") and name.endswith(".json"):
                 data = _read_json(os.path.join(directory, name))
                 if data is not None:
-                    out[data.get("host", name[:-5])] = data
+                    out[_file_host(name[:-5])] = data
         return out
 
     def mark_complete(self, host: str) -> None:
-        with open(os.path.join(self.path, "complete", _safe(host)), "w"):
+        with open(os.path.join(self.gen_path, "complete", _host_file(host)), "w"):
             pass
 
     def completed(self) -> set[str]:
-        return {n for n in os.listdir(os.path.join(self.path, "complete")) if not n.startswith(".")}
+        return {_file_host(n) for n in os.listdir(os.path.join(self.gen_path, "complete")) if n.startswith("h-")}
 
     def decision(self) -> dict | None:
-        return _read_json(os.path.join(self.path, "decision.json"))
+        return _read_json(os.path.join(self.gen_path, "decision.json"))
 
     def decide(self, verdict: dict) -> dict:
         """Record the group verdict unless one exists; return the verdict in force."""
-        target = os.path.join(self.path, "decision.json")
-        fd, tmp = tempfile.mkstemp(dir=self.path, prefix=".tmp-")
+        target = os.path.join(self.gen_path, "decision.json")
+        fd, tmp = tempfile.mkstemp(dir=self.gen_path, prefix=".tmp-")
         with os.fdopen(fd, "w") as fh:
             json.dump(verdict, fh)
         try:

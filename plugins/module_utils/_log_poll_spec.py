@@ -1,0 +1,49 @@
+# Copyright: cvs.cluster contributors
+# Apache License 2.0 (see galaxy.yml)
+"""Argument spec of cvs.cluster.log_poll, shared by the action plugin and the module's documentation stub.
+
+Pure data (no imports beyond typing) so both the controller and ansible-test's
+validate-modules read the same options as DOCUMENTATION describes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+ARGUMENT_SPEC: dict[str, Any] = {
+    "logs": {"type": "raw", "default": []},
+    "error_patterns": {"type": "raw", "default": {}},
+    "ignore_error_patterns": {"type": "raw", "default": {}},
+    "complete": {
+        "type": "dict",
+        "default": {},
+        "options": {
+            "pattern": {"type": "str"},
+            "policy": {"type": "str", "default": "all", "choices": ["all", "any", "first", "node0", "last"]},
+            "hosts": {"type": "list", "elements": "str"},
+            "exit_code_file": {"type": "str"},
+            "http": {
+                "type": "dict",
+                "options": {
+                    "url": {"type": "str", "required": True},
+                    "status": {"type": "int", "default": 200},
+                    "timeout": {"type": "float", "default": 5},
+                },
+            },
+            "artifact": {
+                "type": "dict",
+                "options": {"path": {"type": "str", "required": True}, "min_bytes": {"type": "int", "default": 0}},
+            },
+        },
+    },
+    "start": {"type": "str", "default": "beginning", "choices": ["beginning", "end", "arm"]},
+    "cursors": {"type": "dict"},
+    "timeout": {"type": "float", "default": 3600},
+    "stall_timeout": {"type": "float", "default": 0},
+    "cmd_timeout": {"type": "int", "default": 30},
+    "max_bytes": {"type": "int", "default": 2 * 1024 * 1024},
+    "transport_retries": {"type": "int", "default": 5},
+    "save_dir": {"type": "path"},
+    "state_dir": {"type": "path", "default": "~/.ansible/cvs_log_poll"},
+    "state_key": {"type": "str", "no_log": False},
+}
