@@ -803,6 +803,10 @@ write_podman_inventory() {
 main() {
 	require_root
 	validate_input
+	# every node mounts its own tmpfs on /tmp, which would hide a checkout (keys, stand-ins) kept there
+	case $REPO_ROOT/ in
+	/tmp/*) die "the checkout $REPO_ROOT is under /tmp, which each simulated node replaces with a private tmpfs; move it elsewhere (e.g. /var/tmp or /srv)" ;;
+	esac
 	require_bins ip sshd dockerd mmdebstrap docker nsenter unshare iptables ssh-keygen ss flock setsid
 	take_lock 900
 	check_recorded_state
