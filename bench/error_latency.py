@@ -1,0 +1,134 @@
+# Copyright: cvs.cluster contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Error detection latency: an error line written on a node -> the log_poll task failed on the controller.
+
+Each trial runs one playbook: every node polls its own log (``delay: D``, error
+patterns as a MaxText job would use). Once all hosts are polling, the bench sleeps a
+random time in [0, D + 0.5) (so the write lands anywhere in the poll cycle), then
+appends ``loss: nan`` to the middle node's log over ssh and takes the node's clock
+right after the write (``date +%s.%N``; the simulated nodes share the controller's
+clock). The task failing = the cvs_bench callback receiving the failed result in the
+controller's main process. Reported per delay: latency of the erroring host, and of
+the last host to stop (the others stop at their next round: "any error on any host
+stops every host"). Target: erroring host <= D + 1 s.
+
+Defaults: 6 trials at D=2 and 4 at D=5 (CVS_BENCH_DELAYS=2,5, CVS_BENCH_TRIALS=6,4).
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import shlex
+import time
+
+import _common as c
+
+TASK = "poll for errors"
+ERROR_LINE = "completed step: 77, seconds: 1.2, TFLOP/s/device: 0.0, loss: nan"
+
+
+def wait_polling(events_path, hosts: list[str], timeout: float = 120) -> None:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        seen = {e["host"] for e in c.read_events(events_path) if e["ev"] == "retry" and e.get("task") == TASK}
+        if seen >= set(hosts):
+            return
+        time.sleep(0.05)
+    raise RuntimeError("hosts did not start polling")
+
+
+def trial(runner: c.Runner, inv, hosts: list[c.Host], delay: float, culprit: c.Host, rng: random.Random) -> dict:
+    paths = {h.name: f"{c.REMOTE_DIR}/latency/{h.name}.log" for h in hosts}
+    for h in hosts:
+        c.ssh(h, f"mkdir -p {c.REMOTE_DIR}/latency && printf 'starting\\n' > {shlex.quote(paths[h.name])}")
+    task = c.log_poll_task(
+        TASK,
+        f"{c.REMOTE_DIR}/latency/{{{{ inventory_hostname }}}}.log",
+        retries=100000,
+        delay=delay,
+        state_dir=runner.state_dir,
+        start="beginning",
+        ignore_errors=False,
+        timeout=300,
+    )
+    play = {"hosts": "bench", "gather_facts": False, "tasks": [task]}
+    proc, events_path, _ = runner.start([play], inv, forks=len(hosts))
+    try:
+        wait_polling(events_path, [h.name for h in hosts])
+        time.sleep(rng.uniform(0, delay + 0.5))
+        quoted = shlex.quote(paths[culprit.name])
+        written = float(c.ssh(culprit, f"printf '%s\\n' {shlex.quote(ERROR_LINE)} >> {quoted}; date +%s.%N"))
+        proc.wait(timeout=delay * 4 + 60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    events = c.read_events(events_path)
+    failed = {e["host"]: e for e in events if e["ev"] == "failed" and e.get("task") == TASK}
+    if culprit.name not in failed:
+        raise RuntimeError(f"{culprit.name} did not fail: {[e for e in events if e['ev'] != 'retry'][-5:]}")
+    err = failed[culprit.name]["r"].get("error") or {}
+    return {
+        "delay": delay,
+        "written_at": written,
+        "latency_erroring_host_s": failed[culprit.name]["t"] - written,
+        "latency_all_stopped_s": max(e["t"] for e in failed.values()) - written,
+        "hosts_failed": len(failed),
+        "error_name": err.get("name"),
+    }
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--delays", default=",".join(c.env_list("CVS_BENCH_DELAYS", ["2", "5"])))
+    ap.add_argument("--trials", default=",".join(c.env_list("CVS_BENCH_TRIALS", ["6", "4"])))
+    ap.add_argument("--seed", type=int, default=c.env_int("CVS_BENCH_SEED", 7))
+    args = ap.parse_args()
+    delays = [float(d) for d in args.delays.split(",")]
+    trials = [int(t) for t in args.trials.split(",")]
+    trials += [trials[-1]] * (len(delays) - len(trials))
+
+    nodes = c.wait_for_cluster()
+    hosts = c.aliases(nodes, len(nodes), prefix="el")
+    culprit = hosts[len(hosts) // 2]
+    runner = c.Runner("error_latency")
+    inv = c.write_inventory(runner.dir / "inventory.yml", hosts)
+    c.warm_masters(runner, inv, hosts)
+    rng = random.Random(args.seed)
+    c.say(f"error_latency: {len(hosts)} hosts, error written on {culprit.name} ({culprit.node.name})")
+    per_delay = []
+    for delay, count in zip(delays, trials):
+        rows = [trial(runner, inv, hosts, delay, culprit, rng) for _ in range(count)]
+        lat = [r["latency_erroring_host_s"] for r in rows]
+        stop = [r["latency_all_stopped_s"] for r in rows]
+        entry = {
+            "delay": delay,
+            "trials": rows,
+            "erroring_host_median_s": c.med(lat),
+            "erroring_host_max_s": max(lat),
+            "all_stopped_median_s": c.med(stop),
+            "all_stopped_max_s": max(stop),
+            "target_s": delay + 1,
+            "meets_target": max(lat) <= delay + 1,
+        }
+        per_delay.append(entry)
+        c.say(
+            f"  delay {delay:g}s: erroring host failed after median {entry['erroring_host_median_s']:.2f}s, "
+            f"max {entry['erroring_host_max_s']:.2f}s; every host stopped after max {entry['all_stopped_max_s']:.2f}s "
+            f"(target <= {delay + 1:g}s: {'ok' if entry['meets_target'] else 'MISSED'})"
+        )
+    for h in hosts:
+        c.ssh(h, f"rm -f {c.REMOTE_DIR}/latency/{h.name}.log")
+    summary = {
+        "meets_target": all(e["meets_target"] for e in per_delay),
+        "worst_margin_s": min(e["target_s"] - e["erroring_host_max_s"] for e in per_delay),
+        "target": "line written -> task failed <= delay + 1 s",
+    }
+    out = c.write_results("error_latency", {"method": __doc__, "summary": summary, "delays": per_delay})
+    c.say(f"error_latency: worst margin to target {summary['worst_margin_s']:.2f}s -> {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,90 @@
+# Copyright: cvs.cluster contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""`make bench`: run every bench (each is also runnable alone) and print the ratios they measured.
+
+Usage: .venv/bin/python bench/run_all.py [NAME ...] [--strict]
+Each bench writes bench/results/NAME.json; this writes bench/results/summary.json.
+Benches are measurements, not tests: a missed target is printed, and fails the run
+only with --strict. Environment knobs are described at the top of each bench.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+import _common as c
+
+BENCHES = ["round_vs_log_size", "round_vs_ssh", "error_latency", "hosts_scaling"]
+
+
+def line(name: str, s: dict) -> str:
+    if name == "round_vs_log_size":
+        return (
+            f"round flat {s['flatness_ours_largest_over_smallest']:.2f}x over sizes; at {s['largest']}: "
+            f"upstream tail+grep / log_poll round {s['ratio_upstream_over_ours_at_largest']:.1f}x, "
+            f"wait_for / log_poll round {s['ratio_wait_for_over_ours_at_largest']:.1f}x (target >= 50x)"
+        )
+    if name == "round_vs_ssh":
+        return (
+            f"host-round / ssh true: wall {s['ratio_wall']:.2f}x, controller CPU {s['ratio_controller_cpu']:.2f}x "
+            f"(target <= 5x)"
+        )
+    if name == "error_latency":
+        return f"worst margin to delay+1s: {s['worst_margin_s']:+.2f}s"
+    if name == "hosts_scaling":
+        return (
+            f"round {s['from_to']}: {s['round_ratio_last_over_first']:.2f}x at delay {s['round_delay']:g}s "
+            f"(target <= 3x; back-to-back {s['round_ratio_delay0_last_over_first']:.2f}x); "
+            f"controller CPU {s['controller_cpu_per_host_round_s'] * 1000:.1f} ms/host-round; "
+            f"largest fleet in {s['budget_s']:g}s: {s['largest_fitting_hosts'] or 'none of ' + str(s.get('tried'))} "
+            "(target 256)"
+        )
+    return json.dumps(s)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("names", nargs="*", help=f"benches to run (default: all of {', '.join(BENCHES)})")
+    ap.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
+    args = ap.parse_args()
+    names = args.names or BENCHES
+    unknown = sorted(set(names) - set(BENCHES))
+    if unknown:
+        ap.error(f"unknown bench(es): {', '.join(unknown)}; known: {', '.join(BENCHES)}")
+    strict = args.strict
+    c.wait_for_cluster()
+    summary: dict = {}
+    crashed = []
+    for name in names:
+        c.say(f"=== {name}")
+        t0 = time.perf_counter()
+        rc = subprocess.call([sys.executable, str(c.BENCH / f"{name}.py")])
+        took = time.perf_counter() - t0
+        tag = os.environ.get("CVS_BENCH_TAG")
+        result = c.RESULTS / (f"{name}-{tag}.json" if tag else f"{name}.json")
+        if rc != 0 or not result.exists() or result.stat().st_mtime < time.time() - took - 1:
+            crashed.append(name)
+            summary[name] = {"crashed": True, "rc": rc}
+            continue
+        data = json.loads(result.read_text())
+        summary[name] = dict(data["summary"], took_s=round(took, 1))
+    c.say("=== ratios")
+    for name in names:
+        s = summary[name]
+        if s.get("crashed"):
+            c.say(f"  {name:<18} CRASHED (rc={s['rc']})")
+        else:
+            verdict = "meets target" if s.get("meets_target") else "MISSES target"
+            c.say(f"  {name:<18} {line(name, s)} -- {verdict} ({s['took_s']:.0f}s)")
+    c.write_results("summary", {"benches": summary})
+    missed = [n for n in names if not summary[n].get("crashed") and not summary[n].get("meets_target")]
+    return 1 if crashed or (strict and missed) else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
