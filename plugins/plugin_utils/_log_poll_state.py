@@ -19,6 +19,9 @@ from typing import Any
 from urllib.parse import quote, unquote
 
 _PRUNE_AFTER = 3 * 24 * 3600
+# Member files are written once per host and generation (atomically), so a worker reads each only once;
+# every round otherwise re-read every member's file, O(hosts^2) per cluster round.
+_MEMBER_CACHE: dict[str, dict] = {}
 
 
 def playbook_run_key() -> str:
@@ -131,7 +134,12 @@ class StateStore:
         directory = os.path.join(self.gen_path, "members")
         for name in os.listdir(directory):
             if name.startswith("h-") and name.endswith(".json"):
-                data = _read_json(os.path.join(directory, name))
+                path = os.path.join(directory, name)
+                data = _MEMBER_CACHE.get(path)
+                if data is None:
+                    data = _read_json(path)
+                    if data is not None:
+                        _MEMBER_CACHE[path] = data
                 if data is not None:
                     out[_file_host(name[:-5])] = data
         return out
