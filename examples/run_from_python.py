@@ -117,7 +117,12 @@ def main(argv: list[str] | None = None) -> int:
     old_handlers = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     common = {
         "inventory": inventories,
-        "envvars": {"ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"},
+        # this script finishes interrupted runs itself (below); the callback that does it for ansible-playbook stays off
+        "envvars": {
+            "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
+            "ANSIBLE_NOCOLOR": "1",
+            "CVS_FINISH_ON_INTERRUPT": "false",
+        },
         "quiet": not args.show_output,
     }
     tmp = args.private_data_dir or tempfile.mkdtemp(prefix="cvs-runner-")
