@@ -13,6 +13,7 @@ import yaml
 
 PLAYBOOK = "playbooks/health_rvs.yml"
 FAULT = "/root/.cvs-stand-in/rvs.json"
+NOT_RVS = Path(__file__).resolve().parent / "fixtures" / "rvs" / "not_rvs.sh"
 
 
 def _results(results_dir: Path) -> dict[str, dict[str, Any]]:
@@ -129,3 +130,76 @@ def test_bad_input_is_named(run_playbook: Callable[..., Any], tmp_path: Path) ->
     )
     assert proc.returncode != 0
     assert "node1: rvs test bogus is unknown" in proc.stdout
+
+
+@pytest.mark.parametrize("level", ["6", "-1", "high"])
+def test_level_outside_0_to_5_is_named_before_running(
+    run_playbook: Callable[..., Any], tmp_path: Path, level: str
+) -> None:
+    proc = run_playbook(PLAYBOOK, "baremetal", {"cvs_results_dir": str(tmp_path), "rvs_test_level": level}, check=False)
+    assert proc.returncode != 0
+    for node in ("node1", "node2", "node3"):
+        assert f"{node}: rvs_test_level must be 0 (individual tests) or 1-5 (RVS level mode), got '{level}'" in (
+            proc.stdout
+        )
+    assert "TASK [cvs.cluster.rvs : Run the RVS tests" not in proc.stdout
+    assert all(r["status"] == "ERROR" for r in _results(tmp_path).values())
+
+
+def test_missing_config_file_names_node_test_and_paths(run_playbook: Callable[..., Any], tmp_path: Path) -> None:
+    tests = ["mem", {"name": "my_gst", "config_file": "no_such_gst.conf"}]
+    proc = run_playbook(
+        PLAYBOOK,
+        "baremetal",
+        {"cvs_results_dir": str(tmp_path), "rvs_test_level": 0, "rvs_tests": tests},
+        check=False,
+    )
+    assert proc.returncode != 0
+    conf = "/opt/rocm/share/rocm-validation-suite/conf"
+    for node in ("node1", "node2", "node3"):
+        assert (
+            f"{node}: configuration file of rvs test my_gst not found "
+            f"(tried {conf}/MI300X/no_such_gst.conf, {conf}/no_such_gst.conf)"
+        ) in proc.stdout
+    assert "TASK [cvs.cluster.rvs : Run the RVS tests" not in proc.stdout
+    results = _results(tmp_path)
+    assert all(r["status"] == "ERROR" and "my_gst" in r["reason"] for r in results.values())
+
+
+def test_old_rvs_falls_back_to_individual_tests(
+    run_playbook: Callable[..., Any], faults: Callable[..., None], tmp_path: Path
+) -> None:
+    """RVS 1.1.0 on node2 has no -r: level 2 becomes the individual tests there; the others run the level."""
+    faults("node2", {"version": "1.1.0"})
+    proc = run_playbook(
+        PLAYBOOK,
+        "baremetal",
+        {"cvs_results_dir": str(tmp_path), "rvs_poll_interval": 1, "rvs_test_level": 2, "rvs_tests": ["mem", "peqt"]},
+    )
+    assert "node2: RVS version '1.1.0' has no test levels (needs >= 1.3.0); running the individual tests" in (
+        proc.stdout
+    )
+    results = _results(tmp_path)
+    assert all(r["status"] == "PASS" for r in results.values()), {n: r["reason"] for n, r in results.items()}
+    assert results["node2"]["mode"] == "individual"
+    assert [t["name"] for t in results["node2"]["tests"]] == ["mem", "peqt"]
+    assert results["node1"]["mode"] == results["node3"]["mode"] == "level"
+    assert [t["name"] for t in results["node1"]["tests"]] == ["level2"]
+
+
+def test_unparseable_output_is_an_error_naming_node_and_test(run_playbook: Callable[..., Any], tmp_path: Path) -> None:
+    proc = run_playbook(
+        PLAYBOOK,
+        "baremetal",
+        {"cvs_results_dir": str(tmp_path), "rvs_path": str(NOT_RVS), "rvs_test_level": 0, "rvs_tests": ["mem"]},
+        check=False,
+    )
+    assert proc.returncode != 0
+    results = _results(tmp_path)
+    for node in ("node1", "node2", "node3"):
+        rec = results[node]
+        assert rec["status"] == "ERROR", rec
+        (test,) = rec["tests"]
+        assert test["name"] == "mem" and test["status"] == "ERROR"
+        assert "unparseable output" in test["reason"], test
+        assert f"{node}: rvs test mem ERROR" in proc.stdout and "unparseable output" in proc.stdout
