@@ -10,6 +10,7 @@ namespace addresses, or 127.0.0.0/8 with CVS_BENCH_INVENTORY pointing elsewhere)
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import platform
@@ -853,8 +854,20 @@ READER = (
 
 
 def reader_program(request: dict) -> bytes:
-    """What plugins/action/log_poll.py pipes into ``python3 -`` for one round (same source, same call)."""
-    return (READER.read_text(encoding="utf-8") + f"\nmain({json.dumps(request)!r})\n").encode()
+    """What plugins/action/log_poll.py pipes into the node's interpreter for one round (same source, same call)."""
+    plain = json.loads(json.dumps(request))
+    return (READER.read_text(encoding="utf-8") + f"\nmain({plain!a})\n").encode("ascii")
+
+
+def parse_reply(stdout: str) -> dict:
+    """The reader's reply as the action reads it: base64 chunk lines, then a Python literal written with ascii()."""
+    *lines, last = stdout.strip().split("\n")
+    reply = ast.literal_eval(last)
+    if not isinstance(reply, dict):
+        raise ValueError(f"not a reader reply: {stdout[-200:]!r}")
+    for log in reply.get("logs", []):
+        log["chunks"], lines = lines[: log["chunks"]], lines[log["chunks"] :]
+    return reply
 
 
 def remote_python(host: Host) -> str:
@@ -862,8 +875,14 @@ def remote_python(host: Host) -> str:
     return "python3" if interp.startswith("auto") or "{" in interp else interp
 
 
-def reader_command(interpreter: str = "python3", cmd_timeout: int = 30) -> str:
-    return f"timeout -s KILL {cmd_timeout + 5} {interpreter} -"
+READER_BOOTSTRAP = "import sys; exec(sys.stdin.buffer.read())"
+
+
+def reader_command(interpreter: str = "python3", cmd_timeout: int = 30, flags: str = "-S") -> str:
+    """The command log_poll runs on the node (plugins/action/log_poll.py reader_command; ``flags`` as it passes them
+    by default). Ansible's ssh connection then wraps it in ``/bin/sh -c '...; sleep 0'``."""
+    flags = f"{flags} " if flags else ""
+    return f"timeout -s KILL {cmd_timeout + 5} {interpreter} {flags}-c {shlex.quote(READER_BOOTSTRAP)}"
 
 
 class RawReader:
@@ -879,7 +898,7 @@ class RawReader:
     def _call(self, request: dict) -> dict:
         request = dict(request, cmd_timeout=30)
         out = ssh(self.host, reader_command(self.interpreter), stdin=reader_program(request), timeout=120)
-        return json.loads(out)
+        return parse_reply(out)
 
     def round(self) -> int:
         log = dict(self.cursor, path=self.path)

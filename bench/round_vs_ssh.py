@@ -14,8 +14,10 @@
   node-side sshd serving that master and everything it ran (shell, reader), reported
   apart (on the simulated cluster it runs on the same 2 cores).
 * floors over the same master, to see where a round goes: ``python3 -c pass``, the
-  log_poll reader program piped into ``python3 -`` exactly as the action does, and the
-  same reader with ``python3 -S -`` / ``-I -S -`` (candidate fix).
+  log_poll reader program piped into ``python3 -S`` as the action does (its command
+  alone, then inside ``/bin/sh -c`` as the action runs it, then with Ansible's default
+  ``; sleep 0`` too), and variants: without ``-S``, with ``-I -S``, read by
+  ``python3 -S -``, and without the ``timeout`` wrapper.
 * --profile (default on; --no-profile to skip): one more log_poll run under cProfile
   (main process + every worker) for the breakdown in docs/scale.md.
 """
@@ -27,6 +29,7 @@ import glob
 import json
 import os
 import pstats
+import shlex
 import time
 from pathlib import Path
 
@@ -78,7 +81,7 @@ def measure_rounds(runner: c.Runner, inv: Path, host: c.Host, path: str, rounds:
 BUCKETS = {
     # (file suffix, function): label -- cumulative times, so buckets nest (transport is inside the action)
     ("plugins/action/log_poll.py", "run"): "log_poll action run (all of it)",
-    ("plugins/action/log_poll.py", "_remote_read"): "  remote read (build program + ssh exec + JSON)",
+    ("plugins/action/log_poll.py", "_remote_read"): "  remote read (build program + ssh exec + parse reply)",
     ("ansible/plugins/connection/ssh.py", "exec_command"): "    ssh exec (spawn ssh, wait for node)",
     ("plugins/action/log_poll.py", "_configure"): "  configure (arg spec, regex compile, state dir)",
     ("plugins/action/log_poll.py", "_consume"): "  consume reply (decode, scan, save)",
@@ -159,10 +162,16 @@ def main() -> int:
     reader = c.RawReader(host, path)
     request = {"logs": [dict(reader.cursor, path=path)], "max_bytes": 2 << 20, "start": "end", "cmd_timeout": 30}
     program = c.reader_program(request)
-    floors["reader_python3_dash"] = timed_ssh(host, c.reader_command(py), n // 2, stdin=program)
-    floors["reader_python3_S"] = timed_ssh(host, c.reader_command(f"{py} -S"), n // 2, stdin=program)
-    floors["reader_python3_IS"] = timed_ssh(host, c.reader_command(f"{py} -I -S"), n // 2, stdin=program)
-    floors["reader_no_timeout_wrapper_IS"] = timed_ssh(host, f"{py} -I -S -", n // 2, stdin=program)
+    shipped = c.reader_command(py)
+    floors["reader_command"] = timed_ssh(host, shipped, n // 2, stdin=program)
+    # as the action runs it: in the play's shell (/bin/sh -c); then with the `; sleep 0` that Ansible appends when
+    # the action does not name the shell (log_poll names it to avoid that)
+    floors["reader_as_run"] = timed_ssh(host, f"/bin/sh -c {shlex.quote(shipped)}", n // 2, stdin=program)
+    floors["reader_with_sleep_0"] = timed_ssh(host, f"/bin/sh -c {shlex.quote(shipped + '; sleep 0')}", n // 2, program)
+    floors["reader_without_S"] = timed_ssh(host, c.reader_command(py, flags=""), n // 2, stdin=program)
+    floors["reader_I_S"] = timed_ssh(host, c.reader_command(py, flags="-I -S"), n // 2, stdin=program)
+    floors["reader_python3_S_dash"] = timed_ssh(host, f"timeout -s KILL 35 {py} -S -", n // 2, stdin=program)
+    floors["reader_no_timeout_wrapper"] = timed_ssh(host, shipped.split(" ", 4)[-1], n // 2, stdin=program)
     for name, f in floors.items():
         c.say(
             f"  {name:>30}: wall {c.ms(f['wall_median_s'])}, controller CPU {c.ms(f['controller_cpu_s'])}, "

@@ -5,13 +5,15 @@
 Polled with ``until: result.finished``. State between rounds lives in files on
 the controller (see plugin_utils/_log_poll_state.py) so the per-host worker
 processes can decide completion together. The remote read ships
-module_utils/_log_reader.py to the node and runs it with ``python3 -``.
+module_utils/_log_reader.py to the node and runs it with ``python3 -S`` (see reader_command).
 """
 
 from __future__ import annotations
 
+import ast
 import base64
 import json
+import math
 import os
 import shlex
 import time
@@ -50,6 +52,8 @@ from ansible_collections.cvs.cluster.plugins.plugin_utils._log_poll_state import
 )
 
 _READER_SOURCE: str | None = None
+# what the node's interpreter runs: the program piped to its stdin (reader_program)
+_BOOTSTRAP = "import sys; exec(sys.stdin.buffer.read())"
 
 # A host of the play batch that has not polled this long after the first one did (skipped by `when`,
 # for instance) no longer holds the completion group back.
@@ -65,6 +69,59 @@ def reader_source() -> str:
         with open(_log_reader.__file__, encoding="utf-8") as fh:
             _READER_SOURCE = fh.read()
     return _READER_SOURCE
+
+
+def reader_command(interpreter: str, cmd_timeout: int) -> str:
+    """The node's command line for one read: the interpreter runs the program it is sent on stdin.
+
+    ``-S``: the reader needs the standard library only, so `site` (site-packages and their .pth files) and its
+    start-up time are skipped. The program is read with ``sys.stdin.buffer.read()`` rather than ``python3 -``,
+    whose parser reads stdin one byte per read(2) call when PYTHONUNBUFFERED is set (as many container images
+    do). ``timeout -s KILL`` bounds the whole process, interpreter start-up included; the reader itself stops
+    at cmd_timeout and says where.
+    """
+    # an interpreter may carry arguments (`/usr/bin/env python3`)
+    interp = " ".join(shlex.quote(part) for part in shlex.split(interpreter))
+    bound = f"timeout -s KILL {cmd_timeout + 5} " if cmd_timeout else ""
+    return f"{bound}{interp} -S -c {shlex.quote(_BOOTSTRAP)}"
+
+
+def reader_program(request: Mapping[str, Any]) -> bytes:
+    """The program piped into the node's interpreter: the reader's source plus a main() call with the request.
+
+    The request goes in as a Python literal, so the node's compiler parses it and the reader needs no json
+    import. A JSON round trip first reduces it to plain dicts, lists, strings, numbers, booleans and None (no
+    tagged or other subclasses whose repr could differ); ascii() then keeps the program pure ASCII whatever the
+    paths hold (lone surrogates included).
+    """
+    plain = json.loads(json.dumps(request))
+    return (reader_source() + f"\nmain({plain!a})\n").encode("ascii")
+
+
+def parse_reply(stdout: str) -> dict | None:
+    """The reader's reply (see _log_reader.main), chunks restored; None when stdout holds anything else.
+
+    ast.literal_eval only builds literals (nothing is called or looked up), so garbage, a banner or a reply cut
+    short can only fail to parse, and every line before the reply must belong to one of its logs.
+    """
+    *lines, last = stdout.strip().split("\n")
+    try:
+        reply = ast.literal_eval(last)
+    except (SyntaxError, ValueError, TypeError, MemoryError, RecursionError):
+        return None
+    if not isinstance(reply, dict):
+        return None
+    logs = reply.get("logs", [])
+    if not isinstance(logs, list) or not all(isinstance(log, dict) for log in logs):
+        return None
+    start = 0
+    for log in logs:
+        count = log.get("chunks", 0)
+        if type(count) is not int or count < 0:
+            return None
+        log["chunks"] = lines[start : start + count]
+        start += count
+    return reply if start == len(lines) else None
 
 
 class ActionModule(ActionBase):
@@ -108,6 +165,10 @@ class ActionModule(ActionBase):
                 raise LogPollError(f"{name} must not be negative, got {args[name]}")
         if args["max_bytes"] < 1024:
             raise LogPollError(f"max_bytes must be at least 1024, got {args['max_bytes']}")
+        http_timeout = (complete.get("http") or {}).get("timeout")
+        if http_timeout is not None and not math.isfinite(http_timeout):
+            # the request reaches the node as a Python literal, which has no spelling for inf or nan
+            raise LogPollError(f"complete.http.timeout must be a finite number of seconds, got {http_timeout}")
         if args["cursors"] is not None and not all(isinstance(c, Mapping) for c in args["cursors"].values()):
             raise LogPollError("cursors must map each log path to a cursor returned by start=arm")
         if self._start == "arm":
@@ -159,24 +220,24 @@ class ActionModule(ActionBase):
         """Run the reader on the node: (reply, None) or (None, transport error)."""
         timeout = int(self._args["cmd_timeout"])
         request = dict(request, cmd_timeout=timeout)
-        program = reader_source() + f"\nmain({json.dumps(request)!r})\n"
-        # an interpreter may carry arguments (`/usr/bin/env python3`)
-        interp = " ".join(shlex.quote(part) for part in shlex.split(self._interpreter(self._task_vars_cache)))
-        cmd = f"{'timeout -s KILL ' + str(timeout + 5) + ' ' if timeout else ''}{interp} -"
+        cmd = reader_command(self._interpreter(self._task_vars_cache), timeout)
+        # The play's shell, named explicitly: for the default one Ansible appends `; sleep 0`, a work-around for a
+        # Linux kernel race fixed in 2016 (ansible/ansible#13876; ansible-core drops it in #86420) that costs
+        # every round a fork and an exec of sleep on the node.
+        executable = self._play_context.executable
         try:
-            res = self._low_level_execute_command(cmd, in_data=program.encode(), sudoable=True)
+            res = self._low_level_execute_command(
+                cmd, in_data=reader_program(request), sudoable=True, executable=executable
+            )
         except AnsibleConnectionFailure as exc:
             return None, f"{self._host}: connection failed: {exc}"
         stdout = res.get("stdout", "")
         if res.get("rc") == 137 and timeout:
             return None, f"{self._host}: remote read killed after cmd_timeout ({timeout}s)"
-        try:
-            reply = json.loads(stdout)
-        except ValueError:
+        reply = parse_reply(stdout)
+        if reply is None:
             detail = (res.get("stderr") or stdout or "").strip()[-500:]
-            return None, f"{self._host}: reader returned rc={res.get('rc')} and no JSON: {detail}"
-        if not isinstance(reply, dict):
-            return None, f"{self._host}: reader returned rc={res.get('rc')} and unexpected JSON: {stdout[:200]}"
+            return None, f"{self._host}: reader returned rc={res.get('rc')} and no reply: {detail}"
         if "timeout" in reply:
             return None, f"{self._host}: {reply['timeout']}"
         if len(reply.get("logs", [])) != len(self._logs):

@@ -3,9 +3,18 @@
 """Remote side of cvs.cluster.log_poll: one bounded read round on one node.
 
 This file is self-contained (standard library only) because the log_poll
-action plugin ships its source to the node and runs it with ``python3 -``
-on every round; the log_poll module imports it too. Keep it small and fast:
-it is on the hot path of every poll round of every host.
+action plugin ships its source to the node on every round and runs it with
+``python3 -S`` (see reader_command() there); the log_poll module imports it
+too. Keep it small and fast: it is on the hot path of every poll round of
+every host, and the interpreter's start-up is most of a round's cost on the
+node. So it imports only modules that load in microseconds (``os`` and
+``stat`` are frozen into the interpreter; ``binascii``, ``_sha1`` and
+``_signal`` are built-in or tiny extension modules): no ``base64`` and no
+``json`` (both import ``re``), no ``signal`` (it imports ``enum``), no
+``hashlib`` (it loads OpenSSL) unless the interpreter lacks ``_sha1``. The
+request arrives as a Python literal in the shipped program, and the reply
+leaves as base64 lines and one literal (see main()), which the controller
+reads back with ``ast.literal_eval``.
 
 A cursor is ``{offset, dev, ino, head_len, head_hash}`` (plus ``away`` while
 it follows a rotated-away file). Only complete lines (ending in ``\\n``) are
@@ -19,15 +28,21 @@ copy holding our head (copytruncate) is drained the same way. Both restart
 the cursor at 0 of the new file.
 """
 
-from __future__ import annotations
-
-import base64
-import hashlib
-import json
+# No ``from __future__ import annotations``: importing __future__ (read from disk) costs more than binascii,
+# _sha1 and _signal together. The annotations that Python 3.8 cannot evaluate are strings instead.
 import os
-import signal
 import stat
 import sys
+from binascii import b2a_base64
+
+try:
+    from _sha1 import sha1
+except ImportError:  # an interpreter built without its own SHA-1
+    from hashlib import sha1
+try:
+    import _signal as signal
+except ImportError:  # not CPython
+    import signal
 
 HEAD_BYTES = 1024
 _SIBLING_SCAN_LIMIT = 2048
@@ -38,10 +53,14 @@ class ReadTimeout(Exception):
 
 
 def _head_hash(fd: int, length: int) -> str:
-    return hashlib.sha1(os.pread(fd, length, 0)).hexdigest() if length else ""
+    return sha1(os.pread(fd, length, 0)).hexdigest() if length else ""
 
 
-def _read_complete(fd: int, start: int, end: int, max_bytes: int) -> tuple[bytes, bool, bool]:
+def _b64(data: bytes) -> str:
+    return b2a_base64(data, newline=False).decode("ascii")
+
+
+def _read_complete(fd: int, start: int, end: int, max_bytes: int) -> "tuple[bytes, bool, bool]":
     """Bytes from start up to the last newline before min(end, start+max_bytes).
 
     Returns (data, long_line, more). When a full max_bytes window holds no
@@ -67,12 +86,12 @@ def _same_head(full: str, head_len: int, head_hash: str) -> bool:
         return True
     try:
         with open(full, "rb") as fh:
-            return hashlib.sha1(fh.read(head_len)).hexdigest() == head_hash
+            return sha1(fh.read(head_len)).hexdigest() == head_hash
     except OSError:
         return False
 
 
-def _find_sibling(path: str, match) -> str | None:
+def _find_sibling(path: str, match) -> "str | None":
     """The newest regular file next to path (not path itself) that match(full, st) accepts."""
     directory = os.path.dirname(path) or "."
     try:
@@ -96,7 +115,7 @@ def _find_sibling(path: str, match) -> str | None:
     return best
 
 
-def _find_rotated(path: str, spec: dict) -> str | None:
+def _find_rotated(path: str, spec: dict) -> "str | None":
     """The file our cursor was on, renamed away in the same directory (same inode and head)."""
     dev, ino = spec.get("dev"), spec.get("ino")
     return _find_sibling(
@@ -108,7 +127,7 @@ def _find_rotated(path: str, spec: dict) -> str | None:
     )
 
 
-def _find_copy(path: str, spec: dict) -> str | None:
+def _find_copy(path: str, spec: dict) -> "str | None":
     """A copy of the truncated file (copytruncate): a sibling named like it, holding our head and offset."""
     head_len, offset, base = spec.get("head_len", 0), spec["offset"], os.path.basename(path)
     if not head_len:
@@ -206,7 +225,7 @@ def read_log(spec: dict, max_bytes: int, start: str) -> dict:
                 old = _find_copy(path, spec)
                 offset = 0
         if old and _follow_old(old, spec, max_bytes, size, out):
-            out["chunks"] = [base64.b64encode(c).decode("ascii") for c in out["chunks"]]
+            out["chunks"] = [_b64(c) for c in out["chunks"]]
             return out
         data, long_line, more = _read_complete(fd, offset, size, max_bytes)
         if data:
@@ -223,7 +242,7 @@ def read_log(spec: dict, max_bytes: int, start: str) -> dict:
             long_line=long_line,
             more=more,
         )
-        out["chunks"] = [base64.b64encode(c).decode("ascii") for c in out["chunks"]]
+        out["chunks"] = [_b64(c) for c in out["chunks"]]
         return out
     finally:
         os.close(fd)
@@ -307,6 +326,19 @@ def run_round(request: dict) -> dict:
     return reply
 
 
-def main(request_json: str) -> None:
-    sys.stdout.write(json.dumps(run_round(json.loads(request_json)), separators=(",", ":")))
+def main(request: dict) -> None:
+    """Write the reply to one round: every log's chunks, one base64 line each and in order, then the reply itself.
+
+    The reply is the last line, a Python literal written with ascii() (pure ASCII, read back with
+    ast.literal_eval), in which each log's ``chunks`` is the number of lines it owns. A Python parser is much
+    slower than a json one on megabytes of string literal; base64 lines are only split and decoded. Output cut
+    short always loses (part of) the last line, so it never parses as a reply.
+    """
+    reply = run_round(request)
+    lines = []
+    for log in reply.get("logs", []):
+        lines.extend(log["chunks"])
+        log["chunks"] = len(log["chunks"])
+    lines.append(ascii(reply))
+    sys.stdout.write("\n".join(lines) + "\n")
     sys.stdout.flush()

@@ -25,8 +25,8 @@ description:
     group decides. After the group decides, every host reads to the end of its logs and scans what it finds.
   - Each round runs the completion probes on the node before it reads the logs, so whatever the job wrote before its
     exit code, health answer or artifact appeared is scanned in the same round.
-  - A transport failure (unreachable host, timeout, output that is not JSON) never moves a cursor; after
-    O(transport_retries) consecutive failures the host fails, naming itself and the last error.
+  - A transport failure (unreachable host, timeout, output that is not a reply of the reader) never moves a cursor;
+    after O(transport_retries) consecutive failures the host fails, naming itself and the last error.
   - This is an action plugin; the read on the node is a small standard-library Python program run with the
     host's Python interpreter. It works the same over any connection (SSH to a node, SSH into a container).
 author:

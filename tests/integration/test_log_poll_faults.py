@@ -188,6 +188,9 @@ def test_odd_files_do_not_crash_the_poll(lp_target: Target, tmp_path: Path) -> N
                     {"wait_for": f"{sc.dir(h)}/go"},
                     {"write": "starting\n"},
                     {"sleep": 0.5},
+                    # the long line's end is written before the marker, whatever the speed of a round: the
+                    # final drain after DONE must deliver it
+                    {"wait_for": f"{sc.dir(h)}/big-ended"},
                     {"write": "DONE\n"},
                 ],
             }
@@ -196,7 +199,7 @@ def test_odd_files_do_not_crash_the_poll(lp_target: Target, tmp_path: Path) -> N
     )
     sc.shell(
         "the long line ends after a while",
-        "sleep 1; printf '\\nbig end\\n' >> {{ lp_dir }}/big.log",
+        "sleep 1; printf '\\nbig end\\n' >> {{ lp_dir }}/big.log && touch {{ lp_dir }}/big-ended",
         **{"async": 30, "poll": 0},
     )
     logs = ["{{ lp_dir }}/big.log", "{{ lp_dir }}/garbage.log", "{{ lp_dir }}/later.log", "{{ lp_dir }}/adir"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import shlex
 import subprocess
 import time
 from pathlib import Path
@@ -19,6 +20,7 @@ import pytest
 from ansible import context
 from ansible.errors import AnsibleConnectionFailure
 from ansible.module_utils.common.collections import ImmutableDict
+from ansible.playbook.play_context import PlayContext
 
 from ansible_collections.cvs.cluster.plugins.action import log_poll as action_mod
 from ansible_collections.cvs.cluster.plugins.plugin_utils._log_poll import decode_line, split_lines
@@ -76,9 +78,11 @@ class Cluster:
     def run(self, host: str) -> dict:
         args = dict(self.args, **self.per_host_args.get(host, {}))
         task = FakeTask(args, self.uuid, **self.task_extra)
-        action = action_mod.ActionModule(task, FakeConnection(), None, None, None)
+        action = action_mod.ActionModule(task, FakeConnection(), PlayContext(), None, None)
         action._load_name = "cvs.cluster.log_poll"
-        action._low_level_execute_command = lambda cmd, in_data=None, sudoable=True: self._exec(host, cmd, in_data)
+        action._low_level_execute_command = lambda cmd, in_data=None, sudoable=True, executable=None: self._exec(
+            host, cmd if executable is None else f"{executable} -c {shlex.quote(cmd)}", in_data
+        )
         task_vars = {
             "inventory_hostname": host,
             "ansible_play_batch": self.hosts,
@@ -220,6 +224,10 @@ def test_arm_then_cursors_ignores_a_stale_marker(tmp_path: Path) -> None:
         ({"timeout": -1}, "timeout must not be negative"),
         ({"complete": {"pattern": "x", "bogus": 1}}, "bogus"),
         ({"cursors": {"/a": 3}}, "cursors must map each log path"),
+        (
+            {"complete": {"pattern": "x", "http": {"url": "http://127.0.0.1:9/", "timeout": "inf"}}},
+            "complete.http.timeout must be a finite number of seconds, got inf",
+        ),
     ],
 )
 def test_bad_input_fails_before_any_remote_read(tmp_path: Path, args: dict, message: str) -> None:
@@ -418,7 +426,7 @@ def test_too_many_transport_failures_fail_the_host_by_name(tmp_path: Path) -> No
     cluster.poll(rounds=6)
     n3 = cluster.last("n3")
     assert n3["failed"] and len(cluster.results["n3"]) == 3
-    assert n3["msg"].startswith("3 consecutive transport failures on n3; last: n3: reader returned rc=1 and no JSON")
+    assert n3["msg"].startswith("3 consecutive transport failures on n3; last: n3: reader returned rc=1 and no reply")
     assert "python3: not found" in n3["msg"]
     assert cluster.last("n1")["aborted_by"] == "n3"
 

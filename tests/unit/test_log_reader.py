@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from ansible_collections.cvs.cluster.plugins.action import log_poll as action_mod
 from ansible_collections.cvs.cluster.plugins.module_utils import _log_reader as reader
 
 MIB = 1024 * 1024
@@ -374,13 +375,70 @@ def test_fifo_read_is_cut_off_by_cmd_timeout(tmp_path: Path) -> None:
 
 
 def test_shipped_program_runs_with_python_stdin(tmp_path: Path) -> None:
-    """The action plugin ships the source plus a main() call to `python3 -`: that program prints one JSON."""
-    log = tmp_path / "job.log"
-    log.write_bytes(b"hello\n")
+    """The action plugin ships the source plus a main() call to `python3 -S`: that program prints one literal."""
+    # a name that is not ASCII, not even UTF-8: the program stays ASCII and the path survives the round trip
+    log = Path(os.fsdecode(os.path.join(os.fsencode(tmp_path), "jöb-\xff.log".encode("latin-1"))))
+    log.write_bytes(b"hello \xe9\n")
     request = {"logs": [{"path": str(log), "offset": None}], "max_bytes": 4096, "start": "beginning"}
-    source = Path(reader.__file__).read_text()
-    program = source + f"\nmain({json.dumps(request)!r})\n"
-    proc = subprocess.run([sys.executable, "-"], input=program.encode(), capture_output=True, check=True)
-    reply = json.loads(proc.stdout)
-    assert base64.b64decode(reply["logs"][0]["chunks"][0]) == b"hello\n"
+    program = action_mod.reader_program(request)
+    program.decode("ascii")
+    command = action_mod.reader_command(sys.executable, 5)
+    proc = subprocess.run(["/bin/sh", "-c", command], input=program, capture_output=True, check=True)
     assert proc.stderr == b""
+    proc.stdout.decode("ascii")
+    reply = action_mod.parse_reply(proc.stdout.decode())
+    assert reply is not None
+    assert reply["logs"][0]["path"] == str(log)
+    assert base64.b64decode(reply["logs"][0]["chunks"][0]) == b"hello \xe9\n"
+    assert reply == json.loads(json.dumps(reader.run_round(request)))
+
+
+def test_shipped_program_imports_nothing_slow(tmp_path: Path) -> None:
+    """Start-up is most of a round on the node: base64 and json (re), signal (enum), hashlib (OpenSSL) stay out."""
+    log = tmp_path / "job.log"
+    log.write_bytes(b"x" * 2000 + b"\n")
+    request = {"logs": [{"path": str(log), "offset": None}], "cmd_timeout": 5, "exit_code_file": str(tmp_path / "rc")}
+    command = action_mod.reader_command(f"{sys.executable} -X importtime", 5)
+    program = action_mod.reader_program(request)
+    proc = subprocess.run(["/bin/sh", "-c", command], input=program, capture_output=True, check=True)
+    imported = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.decode().splitlines()}
+    assert "binascii" in imported
+    assert not imported & {"re", "json", "base64", "hashlib", "_hashlib", "signal", "enum", "site", "__future__"}
+    assert action_mod.parse_reply(proc.stdout.decode())["logs"][0]["head_len"] == 1024
+
+
+@pytest.mark.parametrize(
+    "stdout",
+    [
+        "",
+        "Welcome banner",
+        "{'logs': [{'path': '/x', 'chunks': 0",  # cut short
+        "aGVsbG8K\n",  # cut short after a chunk line: the reply itself is missing
+        "aGVsbG8K\n{'logs': [{'path': '/x', 'chunks': 2}]}",  # a chunk missing
+        "Welcome banner\n{'logs': [{'path': '/x', 'chunks': 0}]}",  # a line that belongs to no log
+        "aGVsbG8K\n{'logs': [{'path': '/x', 'chunks': True}]}",
+        "{'logs': [{'path': '/x', 'chunks': -1}]}",
+        "[" * 100_000 + "]" * 100_000,
+        "{'logs': [1]}",
+        "{'logs': 'x'}",
+        "42",
+        "{'a': __import__('os').system('false')}",
+        "{'a': 1}\x00",
+        "{'a': '\udcff'}",
+    ],
+)
+def test_garbage_on_stdout_is_no_reply(stdout: str) -> None:
+    assert action_mod.parse_reply(stdout) is None
+
+
+def test_reply_parses_back_to_what_the_reader_returned(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    line = bytes(b for b in range(256) if b != 10) * 4 + b"\n"  # every other byte value, 1021 bytes
+    (tmp_path / "a.log").write_bytes(line + b"more\n")
+    (tmp_path / "b.log").write_bytes(b"")
+    logs = [{"path": str(tmp_path / n), "offset": None} for n in ("a.log", "none", "b.log", "a.log")]
+    request = {"logs": logs, "max_bytes": 1024}
+    reader.main(request)
+    reply = action_mod.parse_reply(capsys.readouterr().out)
+    assert reply == reader.run_round(request)
+    assert [len(log["chunks"]) for log in reply["logs"]] == [1, 0, 0, 1]
+    assert base64.b64decode(reply["logs"][0]["chunks"][0]) == line
