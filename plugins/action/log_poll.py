@@ -117,7 +117,7 @@ def parse_reply(stdout: str) -> dict | None:
     start = 0
     for log in logs:
         count = log.get("chunks", 0)
-        if type(count) is not int or count < 0:
+        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
             return None
         log["chunks"] = lines[start : start + count]
         start += count
