@@ -22,6 +22,7 @@ from typing import Any, Mapping
 from ansible import context
 from ansible.errors import AnsibleActionFail, AnsibleConnectionFailure
 from ansible.plugins.action import ActionBase
+from ansible.utils.display import Display
 
 from ansible_collections.cvs.cluster.plugins.module_utils import _log_reader
 from ansible_collections.cvs.cluster.plugins.module_utils._log_poll_spec import ARGUMENT_SPEC
@@ -50,10 +51,18 @@ from ansible_collections.cvs.cluster.plugins.plugin_utils._log_poll_state import
     digest,
     playbook_run_key,
 )
+from ansible_collections.cvs.cluster.plugins.plugin_utils._reader_session import ReaderSession
 
 _READER_SOURCE: str | None = None
+display = Display()
 # what the node's interpreter runs: the program piped to its stdin (reader_program)
 _BOOTSTRAP = "import sys; exec(sys.stdin.buffer.read())"
+# what a kept reader runs: a length line, then the program (the reader's source calling serve())
+_SERVE_BOOTSTRAP = "import sys; b = sys.stdin.buffer; exec(b.read(int(b.readline())))"
+
+# Readers kept between rounds, per (host, task) of this worker process: `until` retries of a task run in the
+# worker that ran its first try, so the next round finds the session here.
+_SESSIONS: dict[tuple[str, str], ReaderSession] = {}
 
 # A host of the play batch that has not polled this long after the first one did (skipped by `when`,
 # for instance) no longer holds the completion group back.
@@ -94,8 +103,12 @@ def reader_program(request: Mapping[str, Any]) -> bytes:
     tagged or other subclasses whose repr could differ); ascii() then keeps the program pure ASCII whatever the
     paths hold (lone surrogates included).
     """
-    plain = json.loads(json.dumps(request))
-    return (reader_source() + f"\nmain({plain!a})\n").encode("ascii")
+    return (reader_source() + f"\nmain({request_literal(request)})\n").encode("ascii")
+
+
+def request_literal(request: Mapping[str, Any]) -> str:
+    """The request as the ASCII Python literal the reader evaluates (see reader_program)."""
+    return ascii(json.loads(json.dumps(request)))
 
 
 def parse_reply(stdout: str) -> dict | None:
@@ -143,9 +156,12 @@ class ActionModule(ActionBase):
             # finished=True so that `until: x.finished` ends at once on bad input
             result.update(failed=True, finished=True, msg=f"log_poll: {exc}")
             return result
-        if self._start == "arm":
-            return self._arm(result)
-        return self._round(result)
+        try:
+            result = self._arm(result) if self._start == "arm" else self._round(result)
+        finally:
+            if self._start == "arm" or result.get("finished") or result.get("failed"):
+                self._close_kept_reader()
+        return result
 
     # ---- configuration -------------------------------------------------------------------
 
@@ -217,9 +233,17 @@ class ActionModule(ActionBase):
         return interp
 
     def _remote_read(self, request: dict) -> tuple[dict | None, str | None]:
-        """Run the reader on the node: (reply, None) or (None, transport error)."""
+        """Run the reader on the node: (reply, None) or (None, transport error).
+
+        Through the reader this poll keeps on the node when it can (keep_reader), else, or when that session
+        fails, through one ssh exec of a one-shot reader, which also reports the transport error.
+        """
         timeout = int(self._args["cmd_timeout"])
         request = dict(request, cmd_timeout=timeout)
+        if self._args["keep_reader"]:
+            kept = self._kept_read(request, timeout)
+            if kept is not None:
+                return kept
         cmd = reader_command(self._interpreter(self._task_vars_cache), timeout)
         # The play's shell, named explicitly: for the default one Ansible appends `; sleep 0`, a work-around for a
         # Linux kernel race fixed in 2016 (ansible/ansible#13876; ansible-core drops it in #86420) that costs
@@ -238,11 +262,65 @@ class ActionModule(ActionBase):
         if reply is None:
             detail = (res.get("stderr") or stdout or "").strip()[-500:]
             return None, f"{self._host}: reader returned rc={res.get('rc')} and no reply: {detail}"
+        return self._checked(reply)
+
+    def _checked(self, reply: dict) -> tuple[dict | None, str | None]:
         if "timeout" in reply:
             return None, f"{self._host}: {reply['timeout']}"
         if len(reply.get("logs", [])) != len(self._logs):
             return None, f"{self._host}: reader answered for {len(reply.get('logs', []))} of {len(self._logs)} logs"
         return reply, None
+
+    def _session_key(self) -> tuple[str, str]:
+        return (self._host, self._task._uuid)
+
+    def _kept_read(self, request: dict, timeout: int) -> tuple[dict | None, str | None] | None:
+        """The round through the reader kept on the node (started on first use); None to read one-shot instead."""
+        key = self._session_key()
+        session = _SESSIONS.get(key)
+        try:
+            if session is None or not session.alive or session.pid != os.getpid():
+                argv = self._session_argv()
+                if argv is None:
+                    return None
+                program = (reader_source() + "\nserve()\n").encode("ascii")
+                session = _SESSIONS[key] = ReaderSession(argv, program, _log_reader.END_OF_REPLY)
+            text = session.exchange(request_literal(request).encode("ascii"), (timeout or 3600) + 5)
+        except Exception as exc:  # the kept reader is an optimisation: never fail a round over it
+            display.vvv(f"log_poll: kept reader failed ({exc!r}); reading one-shot", host=self._host)
+            self._close_kept_reader()
+            return None
+        reply = parse_reply(text) if text is not None else None
+        if reply is not None:
+            return self._checked(reply)
+        timed_out = session.timed_out
+        self._close_kept_reader()
+        if timed_out:  # a one-shot read would hang as long again
+            return None, f"{self._host}: remote read killed after cmd_timeout ({timeout}s)"
+        return None
+
+    def _session_argv(self) -> list[bytes] | None:
+        """ssh command line of a kept reader: same options and master as the connection's own commands.
+
+        Only for the ssh connection without become (a become wrapper may prompt) and without a password.
+        """
+        conn = self._connection
+        if getattr(conn, "transport", "") != "ssh" or conn.become or not hasattr(conn, "_build_command"):
+            return None
+        try:
+            if conn.get_option("password"):
+                return None
+            host = conn.get_option("host") or self._play_context.remote_addr
+            interp = " ".join(shlex.quote(part) for part in shlex.split(self._interpreter(self._task_vars_cache)))
+            remote = f"{interp} -S -c {shlex.quote(_SERVE_BOOTSTRAP)}"
+            return conn._build_command(conn.get_option("ssh_executable"), "ssh", host, remote)
+        except Exception:  # any option or API this ansible-core lacks: read one-shot instead
+            return None
+
+    def _close_kept_reader(self) -> None:
+        session = _SESSIONS.pop(self._session_key(), None)
+        if session is not None:
+            session.close()
 
     def _request(self, cursors: dict, probes: bool = True) -> dict:
         # start=end applies to what exists at the first read; a log that appears later is new from byte 0

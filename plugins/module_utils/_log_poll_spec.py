@@ -43,6 +43,7 @@ ARGUMENT_SPEC: dict[str, Any] = {
     "cmd_timeout": {"type": "int", "default": 30},
     "max_bytes": {"type": "int", "default": 2 * 1024 * 1024},
     "transport_retries": {"type": "int", "default": 5},
+    "keep_reader": {"type": "bool", "default": True},
     "save_dir": {"type": "path"},
     "state_dir": {"type": "path", "default": "~/.ansible/cvs_log_poll"},
     "state_key": {"type": "str", "no_log": False},

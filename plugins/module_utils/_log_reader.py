@@ -342,3 +342,26 @@ def main(request: dict) -> None:
     lines.append(ascii(reply))
     sys.stdout.write("\n".join(lines) + "\n")
     sys.stdout.flush()
+
+
+# Ends every reply of a reader that serves many rounds (serve()); a reply's own lines are base64 or an ascii()
+# literal, so they never equal it.
+END_OF_REPLY = "--cvs-log-reader-end-of-reply--"
+
+
+def serve() -> None:
+    """Answer one round per request until stdin closes: the reader a poll keeps on its node between rounds.
+
+    Each request is ``<length>\n`` then that many bytes of ASCII Python literal (what reader_program() puts in
+    a one-shot program); each reply is what main() writes, then END_OF_REPLY on a line of its own.
+    """
+    from ast import literal_eval  # once per session, not per round
+
+    source = sys.stdin.buffer
+    while True:
+        header = source.readline()
+        if not header.strip():
+            return
+        main(literal_eval(source.read(int(header)).decode("ascii")))
+        sys.stdout.write(END_OF_REPLY + "\n")
+        sys.stdout.flush()

@@ -145,6 +145,17 @@ options:
     description: Consecutive transport failures tolerated before the host fails.
     type: int
     default: 5
+  keep_reader:
+    description:
+      - Keep one reader process on the node for all the rounds of this task, so that a round costs a request and a
+        reply over a session already open instead of an ssh exec and a Python start-up on the node.
+      - Used with the C(ssh) connection when neither C(become) nor a password is in play; otherwise, and for any
+        round where the kept reader does not answer, the round runs a one-shot reader as with V(false). The reader
+        ends when the task finishes or its worker exits.
+      - Each host then holds one more ssh session on its control master while the task runs (see C(MaxSessions)
+        in sshd_config when many inventory aliases share one node).
+    type: bool
+    default: true
   save_dir:
     description:
       - Controller directory; every delivered line is appended to C(save_dir/<inventory_hostname>/<label>.log).

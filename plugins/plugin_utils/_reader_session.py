@@ -1,0 +1,108 @@
+# Copyright: cvs.cluster contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""A log reader kept running on a node between the rounds of one poll (see _log_reader.serve).
+
+One round then costs a request and a reply over a session the poll already holds, instead of an ssh exec and a
+Python start-up on the node. Anything unexpected (the process ended, a reply cut short or late) closes the
+session; the caller then reads the round the one-shot way, which reports transport errors as before.
+"""
+
+from __future__ import annotations
+
+import os
+import selectors
+import subprocess
+import time
+from collections.abc import Sequence
+
+_READ_SIZE = 1 << 20
+
+
+class ReaderSession:
+    """One remote reader process reached through ``argv`` (an ssh command line that runs the bootstrap)."""
+
+    def __init__(self, argv: Sequence[bytes | str], program: bytes, end_of_reply: str) -> None:
+        self._end = b"\n" + end_of_reply.encode("ascii") + b"\n"
+        self._buffer = bytearray()
+        # its own session: a Ctrl-C at the terminal reaches ansible-playbook, which then ends this process itself
+        self._proc: subprocess.Popen[bytes] | None = subprocess.Popen(
+            list(argv),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        self.pid = os.getpid()
+        self.timed_out = False
+        if not self._send(program):
+            self.close()
+
+    @property
+    def alive(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def _send(self, payload: bytes) -> bool:
+        if self._proc is None or self._proc.stdin is None:
+            return False
+        try:
+            self._proc.stdin.write(str(len(payload)).encode("ascii") + b"\n" + payload)
+            self._proc.stdin.flush()
+        except OSError:
+            return False
+        return True
+
+    def exchange(self, request: bytes, timeout: float) -> str | None:
+        """Send one request; the reply's text without its end line, or None (and the session closed).
+
+        ``timed_out`` tells a reply that did not come within ``timeout`` seconds from a session that broke.
+        """
+        if not self.alive or not self._send(request):
+            self.close()
+            return None
+        if self._proc is None or self._proc.stdout is None:
+            return None
+        fd = self._proc.stdout.fileno()
+        deadline = time.monotonic() + timeout
+        # not select.select(): a worker of a run with many forks inherits enough descriptors that ours is >= 1024
+        with selectors.DefaultSelector() as selector:
+            selector.register(fd, selectors.EVENT_READ)
+            return self._read_reply(selector, fd, deadline)
+
+    def _read_reply(self, selector: selectors.BaseSelector, fd: int, deadline: float) -> str | None:
+        searched = 0
+        while True:
+            # a reply is never empty and always ends in a newline, so the end line follows one
+            found = self._buffer.find(self._end, max(0, searched - len(self._end)))
+            if found >= 0:
+                reply = bytes(self._buffer[: found + 1])
+                del self._buffer[: found + len(self._end)]
+                return reply.decode("utf-8", "replace")
+            searched = len(self._buffer)
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                self.timed_out = True
+                self.close()
+                return None
+            if not selector.select(remaining):
+                continue
+            chunk = os.read(fd, _READ_SIZE)
+            if not chunk:
+                self.close()
+                return None
+            self._buffer += chunk
+
+    def close(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        for stream in (proc.stdin, proc.stdout):
+            try:
+                if stream is not None:
+                    stream.close()
+            except OSError:
+                pass
+        try:
+            proc.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
