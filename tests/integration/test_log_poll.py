@@ -468,3 +468,48 @@ def test_parallel_loop_items_keep_separate_state(lp_target: Target, tmp_path: Pa
         assert lines == [f"tick {i}" for i in range(1, 5)] + ["DONE a"] + [f"tick {i}" for i in range(1, 5)] + [
             "DONE b"
         ]
+
+
+@pytest.mark.parametrize("keep_reader", [True, False])
+def test_kept_reader_lives_for_the_task_and_one_shot_reads_the_same(
+    lp_target: Target, tmp_path: Path, keep_reader: bool
+) -> None:
+    """keep_reader: one reader process per host on its node while the poll runs, none after it; keep_reader false
+    (the one-shot reader of become and non-ssh connections) delivers the same lines exactly once."""
+    if lp_target.local:
+        pytest.skip("the kept reader needs the ssh connection (LP_TARGET=local uses the local one)")
+    sc = Scenario(lp_target, tmp_path, f"keep-{keep_reader}")
+    specs = {
+        host: {
+            "path": f"{sc.dir(host)}/job.log",
+            "host": host,
+            "seed": 700 + i,
+            "steps": [{"lines": [1, 3000], "chunk": [1, 2000], "seconds": 4}, {"write": "WRITER DONE\n"}],
+        }
+        for i, host in enumerate(lp_target.hosts)
+    }
+    sc.writer("job", specs)
+    sc.poll("watch", {"logs": ["{{ lp_dir }}/job.log"], "complete": {"pattern": "^WRITER DONE$"},
+                      "keep_reader": keep_reader}, delay=0.2)  # fmt: skip
+    # kept readers (their bootstrap, see _SERVE_BOOTSTRAP) in this node's network namespace: baremetal nodes share
+    # the machine's process table; the bracket keeps pgrep from matching this command itself
+    readers = (
+        "me=$(readlink /proc/self/ns/net); for p in $(pgrep -f 'b[.]readline'); do "
+        '[ "$(readlink /proc/$p/ns/net 2>/dev/null)" = "$me" ] && echo $p; done | wc -l'
+    )
+    seen: dict[str, int] = {}
+
+    def count_readers(scenario: Scenario) -> None:
+        host = lp_target.hosts[0]
+        scenario.wait_rounds("watch", host, 3)
+        seen["during"] = int(lp_target.node_exec(host, readers).stdout.strip() or 0)
+
+    out = sc.run(during=count_readers)
+    assert out.proc.returncode == 0, out.tail()
+    for host in lp_target.hosts:
+        lines = out.lines("watch", host)
+        assert numbers(lines) == list(range(1, 3001)), host
+        assert lines == as_lines(expected_bytes(specs[host]))
+    after = int(lp_target.node_exec(lp_target.hosts[0], readers).stdout.strip() or 0)
+    assert seen["during"] == (1 if keep_reader else 0), seen
+    assert after == 0
