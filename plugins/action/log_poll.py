@@ -80,19 +80,19 @@ def reader_source() -> str:
     return _READER_SOURCE
 
 
-def reader_command(interpreter: str, cmd_timeout: int) -> str:
+def reader_command(interpreter: str, cmd_timeout: int, bootstrap: str = _BOOTSTRAP) -> str:
     """The node's command line for one read: the interpreter runs the program it is sent on stdin.
 
     ``-S``: the reader needs the standard library only, so `site` (site-packages and their .pth files) and its
     start-up time are skipped. The program is read with ``sys.stdin.buffer.read()`` rather than ``python3 -``,
     whose parser reads stdin one byte per read(2) call when PYTHONUNBUFFERED is set (as many container images
     do). ``timeout -s KILL`` bounds the whole process, interpreter start-up included; the reader itself stops
-    at cmd_timeout and says where.
+    at cmd_timeout and says where. A kept reader passes its own bootstrap and no bound (the controller ends it).
     """
     # an interpreter may carry arguments (`/usr/bin/env python3`)
     interp = " ".join(shlex.quote(part) for part in shlex.split(interpreter))
     bound = f"timeout -s KILL {cmd_timeout + 5} " if cmd_timeout else ""
-    return f"{bound}{interp} -S -c {shlex.quote(_BOOTSTRAP)}"
+    return f"{bound}{interp} -S -c {shlex.quote(bootstrap)}"
 
 
 def reader_program(request: Mapping[str, Any]) -> bytes:
@@ -311,8 +311,7 @@ class ActionModule(ActionBase):
             if conn.get_option("password"):
                 return None
             host = conn.get_option("host") or self._play_context.remote_addr
-            interp = " ".join(shlex.quote(part) for part in shlex.split(self._interpreter(self._task_vars_cache)))
-            remote = f"{interp} -S -c {shlex.quote(_SERVE_BOOTSTRAP)}"
+            remote = reader_command(self._interpreter(self._task_vars_cache), 0, _SERVE_BOOTSTRAP)
             return conn._build_command(conn.get_option("ssh_executable"), "ssh", host, remote)
         except Exception:  # any option or API this ansible-core lacks: read one-shot instead
             return None
