@@ -17,6 +17,9 @@ description:
     C(username), C(head_node_dict), C(priv_key_file)), so other JSON inventories are left to other
     plugins. Or write a YAML inventory source with C(plugin: cvs.cluster.cluster_json) and C(path),
     which also takes the options below and the constructed options (C(compose), C(groups), C(keyed_groups))."
+  - "Values are plain data, as with ansible-core's own file inventories (C(ansible-inventory --list) and AWX's
+    inventory import see strings, not C(__ansible_unsafe) objects); a value holding template syntax
+    (C({{), C({%), C({#)) is kept untrusted and is never rendered."
   - "Every node becomes a host in group C(cvs_nodes), named by its C(hostname) attribute if it has one,
     else by its address; C(ansible_host) is the address. The head node becomes the only host of group
     C(cvs_head): option O(head), else C(head_node_dict.mgmt_ip), else the first node. The head must be
@@ -123,6 +126,7 @@ from ansible_collections.cvs.cluster.plugins.plugin_utils._cluster_json import (
     load_cluster_json,
     looks_like_cluster_file,
 )
+from ansible_collections.cvs.cluster.plugins.plugin_utils._inventory_trust import trusted_data
 
 # A YAML source names this plugin by its FQCN on a top-level "plugin:" line.
 _YAML_SOURCE_RE = re.compile(r"""^plugin:\s*["']?cvs\.cluster\.cluster_json["']?\s*(#.*)?$""", re.MULTILINE)
@@ -219,13 +223,13 @@ class InventoryModule(BaseInventoryPlugin, Constructable):
             self.inventory.add_group(group)
         group_vars = result["group_vars"][NODES_GROUP]
         for name, value in group_vars.items():
-            self.inventory.set_variable(NODES_GROUP, name, value)
+            self.inventory.set_variable(NODES_GROUP, name, trusted_data(value))
 
         strict = self.get_option("strict")
         for host, hostvars in result["hosts"].items():
             self.inventory.add_host(host, group=NODES_GROUP)
             for name, value in hostvars.items():
-                self.inventory.set_variable(host, name, value)
+                self.inventory.set_variable(host, name, trusted_data(value))
             # constructed options see the group variables too
             variables = {**group_vars, **hostvars, "inventory_hostname": host}
             self._set_composite_vars(self.get_option("compose"), variables, host, strict=strict)
