@@ -6,6 +6,7 @@ These run the real ansible-galaxy and ansible-builder on a copy of the tracked t
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -138,3 +139,33 @@ def test_ee_context_holds_the_collection_and_no_dev_packages(used_checkout: Path
     )
     assert [p for p in python if p.split(">")[0].split("=")[0] in DEV_ONLY] == []
     assert any("openssh" in s for s in deps["system"])
+
+
+def test_installed_collection_playbook_writes_results_outside_the_collection(
+    used_checkout: Path, tmp_path: Path
+) -> None:
+    inst = tmp_path / "inst"
+    subprocess.run(
+        [str(BIN / "ansible-galaxy"), "collection", "install", "--no-deps", "-p", str(inst), TARBALL],
+        cwd=used_checkout,
+        capture_output=True,
+        check=True,
+    )
+    root = inst / "ansible_collections" / "cvs" / "cluster"
+    (root / "playbooks" / "where_results_go.yml").write_text(
+        "- hosts: localhost\n  gather_facts: false\n  tasks:\n"
+        "    - ansible.builtin.debug:\n        msg: \"RESULTS={{ lookup('cvs.cluster.results_dir') }}\"\n"
+    )
+    work = tmp_path / "work"
+    work.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANSIBLE_", "CVS_", "AWX_"))}
+    env.update({"ANSIBLE_COLLECTIONS_PATH": str(inst), "ANSIBLE_STDOUT_CALLBACK": "default"})
+    proc = subprocess.run(
+        [str(BIN / "ansible-playbook"), "cvs.cluster.where_results_go"],
+        cwd=work,
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"RESULTS={work / 'cvs-results'}" in proc.stdout, proc.stdout
