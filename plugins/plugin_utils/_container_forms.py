@@ -179,7 +179,7 @@ def parse_ulimit(item: Any, field: str) -> dict[str, Any]:
         raise ContainerConfigError(field, f"{item!r} is not a ulimit; accepted: {ULIMIT_FORMS}")
     text = item.strip()
     if "=" in text:  # docker CLI / CVS: name=soft[:hard]
-        name, _, limits = text.partition("=")
+        name, _sep, limits = text.partition("=")
         parts = limits.split(":")
     else:  # community.docker: name:soft[:hard]
         name, *parts = text.split(":")
@@ -260,7 +260,7 @@ def parse_devices(value: Any, field: str) -> list[dict[str, str]]:
 
 
 def _volume_options(options: str, item: Any, field: str) -> str:
-    opts = [o for o in options.split(",")]
+    opts = options.split(",")
     bad = [o for o in opts if o not in _VOLUME_OPTIONS]
     if bad or not opts:
         raise ContainerConfigError(
