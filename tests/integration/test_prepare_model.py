@@ -57,28 +57,28 @@ def inspect(node_exec, node: str, name: str) -> dict:
     return json.loads(node_exec(node, f"docker inspect {name}").stdout)[0]
 
 
+HOST_DIRS = (Path("/shared/datasets"), Path("/shared"), Path("/scratch"))  # the example's bind-mount sources
+
+
 @pytest.fixture
 def engines(cluster, node_exec):
-    """Our container names removed before and after; yields what each engine holds besides."""
+    """Our container names removed before and after; yields what each engine holds besides.
+
+    Docker creates the example's missing bind-mount sources on the host (the nodes share its file
+    system outside /tmp); the ones that did not exist before are removed after the containers.
+    """
     names = ("cvs_validation", "cvs-node")
+    existed = {path: path.exists() for path in HOST_DIRS}
     remove(cluster, node_exec, *names)
     yield {node: containers(node_exec, node) for node in cluster.names}
     remove(cluster, node_exec, *names)
-
-
-@pytest.fixture
-def host_dirs():
-    """The example's bind-mount sources are created on the host by Docker; remove the ones we created."""
-    paths = [Path("/shared/datasets"), Path("/shared"), Path("/scratch")]
-    existed = {p: p.exists() for p in paths}
-    yield
-    for path in paths:
+    for path in HOST_DIRS:
         if not existed[path] and path.is_dir():
             with contextlib.suppress(OSError):
                 path.rmdir()
 
 
-def test_the_shipped_example_prepares_and_disposes(cluster, run_playbook, node_exec, tmp_path, engines, host_dirs):
+def test_the_shipped_example_prepares_and_disposes(cluster, run_playbook, node_exec, tmp_path, engines):
     cfg = adapted_example()
     run_playbook(PLAYBOOKS / "prepare_only.yml", "container", {"cvs_container": cfg, "out_dir": str(tmp_path)})
     for node in cluster.names:
@@ -100,6 +100,7 @@ def test_the_shipped_example_prepares_and_disposes(cluster, run_playbook, node_e
     run_playbook(PLAYBOOKS / "dispose_only.yml", "container", {"cvs_container": cfg})
     for node in cluster.names:
         assert containers(node_exec, node) == engines[node]
+    assert all(path.is_dir() for path in HOST_DIRS[:1] + HOST_DIRS[2:]), "the example's binds were not made"
 
 
 def test_dispose_reuses_the_normalised_fact(cluster, run_playbook, node_exec, tmp_path, engines):
