@@ -32,12 +32,17 @@ description:
     C(vpc_ip) to C(cvs_vpc_ip) (the address when missing or C(NA)), C(bmc_ip) to C(cvs_bmc_ip),
     C(rack_id) to C(cvs_rack_id), other node attributes to C(cvs_node_extra). Cluster-wide variables
     are group variables of C(cvs_nodes). Keys starting with C(_) are comments and ignored."
-  - "C(cvs_container) follows the collection's model C({lifetime, image, name, image_tar, env, ssh_port,
-    registry, runtime: {name, args}}). The runtime args C(network), C(ipc), C(ulimit) become
-    C(network_mode), C(ipc_mode), C(ulimits); C(runtime.args.registry) moves to C(cvs_container.registry).
-    The removed CVS switches C(container.enabled) and C(container.launch) are accepted with a deprecation
-    warning: C(launch: true) means lifetime C(per_run), C(launch: false) or C(enabled: false) means
-    C(no_launch)."
+  - "C(cvs_container) is the container model's normalised form (the same code cvs.cluster.prepare runs, see the
+    C(cvs.cluster.container_config) filter): C({lifetime, image, name, image_tar, env, ssh_port, registry,
+    runtime: {name, args}}). This plugin only maps what is particular to cluster files: comment keys are dropped,
+    C(orchestrator: docker|podman) sets C(runtime.name), an empty C(registry.server) means Docker Hub, and
+    container-level C(volumes) (older CVS files) join C(runtime.args.volumes). The CVS spellings C(network),
+    C(ipc), C(ulimit), C(runtime.args.registry) and the removed switches C(container.enabled) and
+    C(container.launch) (deprecation warning; C(launch: true) means lifetime C(per_run), C(launch: false) or
+    C(enabled: false) means C(no_launch)) are read by the model itself."
+  - "The container block is refused, naming its key path, on an unknown key (with the closest valid key), a
+    ulimit, device or volume in a form neither Docker nor CVS accepts, a missing image (or name for
+    C(no_launch)) or an unsupported runtime."
   - "C({user-id}) anywhere in the file (except in C(password)) is replaced by O(user_id)."
   - "The file is rejected, naming the key path at fault (for example C(node_dict.192.0.2.5.bmc_ip)), when
     a C(<changeme>) or template placeholder such as C({xx.xx.xx.xx|hostname}) is left, a node or key is
