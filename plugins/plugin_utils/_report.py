@@ -23,6 +23,7 @@ import tempfile
 from datetime import datetime, timezone
 from typing import Any, Dict, Mapping, Optional, Sequence
 
+from ansible_collections.cvs.cluster.plugins.plugin_utils import _fleet
 from ansible_collections.cvs.cluster.plugins.plugin_utils._report_render import to_html, to_junit
 
 SCHEMA = "cvs.cluster/results/v1"
@@ -352,8 +353,11 @@ def write_report(
     nodes: Mapping[str, Mapping[str, Any]],
     *,
     complete: bool = True,
+    fleet: Optional[Mapping[str, Any]] = None,
 ) -> dict[str, Any]:
-    """Read the check files of a run and write results.json, junit.xml, report.html. Returns the record."""
+    """Read the check files of a run and write results.json, junit.xml, report.html. Returns the record.
+
+    ``fleet``: options of the fleet comparison (plugin_utils/_fleet.py), e.g. ``{tolerance: 5%}``."""
     if not run_id or "/" in run_id or run_id in (".", ".."):
         raise ReportError(f"invalid run id {run_id!r}")
     run_dir = os.path.join(results_dir, run_id)
@@ -362,6 +366,7 @@ def write_report(
     if not checks:  # re-writing the report of an earlier run: its checks, or whatever has files
         checks = _previous_checks(run_dir) or sorted({c for per in found.values() for c in per})
     record = aggregate(run_id, checks, nodes, found, complete=complete, run_dir=run_dir)
+    _fleet.extend(record, found, fleet)  # cross-node comparison + plot data: added fields only
     files: Dict[str, str] = {
         "results.json": json.dumps(record, indent=2, sort_keys=False, default=str) + "\n",
         "junit.xml": to_junit(record),
