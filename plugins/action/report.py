@@ -17,6 +17,7 @@ from ansible_collections.cvs.cluster.plugins.plugin_utils._report import (
     stats,
     write_report,
 )
+from ansible_collections.cvs.cluster.plugins.plugin_utils._report_render import fleet_table
 
 ARGUMENT_SPEC: dict[str, Any] = {
     "results_dir": {"type": "path", "required": True},
@@ -75,6 +76,7 @@ class ActionModule(ActionBase):
             changed=True,
             files=record["files"],
             summary={**stats(record, run_dir), **_fleet_summary(record)},
+            fleet_table=fleet_table(record),
             nodes={n: {c: r["status"] for c, r in row["checks"].items()} for n, row in record["nodes"].items()},
             msg=f"run {record['run_id']}: {record['summary']['status']} - {run_dir}/report.html",
         )

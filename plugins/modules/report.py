@@ -109,6 +109,14 @@ summary:
   sample: {run_id: 20260101-120000-ab12, status: FAIL, complete: true,
            counts: {PASS: 5, FAIL: 1, ERROR: 0, MISSING: 0}, failing_nodes: [node2], incomplete_nodes: [],
            failures: [{node: node2, check: rvs, status: FAIL, reason: "..."}], results_dir: /var/tmp/cvs-results/RUN}
+fleet_table:
+  description: The fleet comparison as a few lines of text (metric, median, outlying nodes, fact mismatches) for the
+    console; empty without a comparison.
+  returned: success, unless probe
+  type: list
+  elements: str
+  sample: ["fleet comparison: OUTLIER (tolerance 5%, median of the fleet)", "  metric  median  outliers",
+           "  maxtext tflops_per_device  147.1 TFLOP/s  node2 -11.3%"]
 nodes:
   description: Status of every check per node.
   returned: success, unless probe

@@ -40,7 +40,7 @@ LOWER = "lower"
 IGNORE = "ignore"
 _HIGHER = re.compile(r"tflop|gflop|tokens|throughput|bandwidth|gbps|per_sec", re.I)
 _LOWER = re.compile(r"(^|_)(step_time|time|seconds|latency)(_|$)", re.I)
-MAX_POINTS = 120
+MAX_POINTS = 60
 
 
 class FleetOptionsError(ValueError):
@@ -338,18 +338,25 @@ def thin(points: List[List[Any]], limit: int = MAX_POINTS) -> List[List[Any]]:
     return [points[round(i * step)] for i in range(limit)]
 
 
+def _round(v: Any) -> Any:
+    return float(f"{v:.5g}") if fmt.is_number(v) and math.isfinite(v) else None
+
+
 def series_from_steps(steps: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """{loss: [[step, loss|None]], seconds: [[step, s]]} from parsed MaxText step lines (non-finite -> None)."""
+    """{step: [...], loss: [...], seconds: [...]} (parallel lists, at most MAX_POINTS, 5 significant digits,
+    non-finite values as None) from parsed MaxText step lines. Compact because it goes into results.json."""
+    rows = [
+        [s.get("step"), _round(s.get("loss")), _round(s.get("seconds"))]
+        for s in steps
+        if isinstance(s.get("step"), int)
+    ]
+    rows = thin(rows)
+    return {"step": [r[0] for r in rows], "loss": [r[1] for r in rows], "seconds": [r[2] for r in rows]}
 
-    def pts(key: str) -> List[List[Any]]:
-        out = []
-        for s in steps:
-            v = s.get(key)
-            if fmt.is_number(v):
-                out.append([s.get("step"), v if math.isfinite(v) else None])
-        return thin(out)
 
-    return {"loss": pts("loss"), "seconds": pts("seconds")}
+def pairs(series: Mapping[str, Any], key: str) -> List[List[Any]]:
+    """[[step, value]] of one quantity of a series (for the plots)."""
+    return [[x, y] for x, y in zip(series.get("step") or [], series.get(key) or [])]
 
 
 def rvs_gpus(found: Mapping[str, Mapping[str, Any]], check: str = "rvs") -> dict[str, dict[str, Any]]:
@@ -398,7 +405,7 @@ def load_series(record: Mapping[str, Any], max_bytes: int = 64 << 20) -> Dict[st
                     series = series_from_steps(parse_steps(fh.read()))
             except OSError:
                 continue
-            if series["loss"] or series["seconds"]:
+            if series["step"]:
                 out.setdefault(node, {})[check] = series
     return out
 

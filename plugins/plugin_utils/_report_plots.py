@@ -276,7 +276,7 @@ def boxes(fid: str, title: str, series: Mapping[str, Sequence[Sequence[Any]]], s
     )
 
 
-def gpu_grid(fid: str, title: str, grid: Mapping[str, Mapping[str, Mapping[str, Any]]], limit: int = 64) -> str:
+def gpu_grid(fid: str, title: str, grid: Mapping[str, Mapping[str, Mapping[str, Any]]], limit: int = 16) -> str:
     """RVS results per node and GPU: one square per (test, GPU), red = failed on that GPU.
 
     Above ``limit`` nodes only the nodes with a failure are drawn (the caption says how many passed).

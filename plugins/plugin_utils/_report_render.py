@@ -16,6 +16,7 @@ import xml.etree.ElementTree as ET
 from datetime import datetime, timezone
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
+from ansible_collections.cvs.cluster.plugins.plugin_utils import _fleet
 from ansible_collections.cvs.cluster.plugins.plugin_utils import _report_format as fmt
 from ansible_collections.cvs.cluster.plugins.plugin_utils import _report_plots as plots
 
@@ -291,9 +292,12 @@ table#results{table-layout:fixed}
 table#results th.nodecol{width:13em}
 tr.node th{font-weight:600;overflow-wrap:anywhere}
 tr.node th .facts{display:block;font-weight:400;font-size:.8em;color:#555}
-td.cell .line{font-size:.9em;overflow:hidden;text-overflow:ellipsis;white-space:nowrap}
-td.cell .time{font-size:.8em;color:#555;float:right}
-td.cell details{font-size:.85em}td.cell summary{cursor:pointer;color:#333}
+td.cell .head{display:flex;gap:.35em;align-items:baseline;min-width:0;cursor:pointer}
+td.cell summary.head{list-style:none}td.cell summary.head::-webkit-details-marker{display:none}
+td.cell summary.head::before{content:"\\25b8";color:#777}td.cell details[open]>summary.head::before{content:"\\25be"}
+td.cell .line{flex:1 1 auto;min-width:0;font-size:.9em;overflow:hidden;text-overflow:ellipsis;white-space:nowrap}
+td.cell .time{flex:none;font-size:.8em;color:#555}
+td.cell details.cell>:not(summary){font-size:.85em}td.cell details.lines summary{cursor:pointer;color:#333}
 table.metrics{margin:.2em 0;font-size:.95em;table-layout:auto}
 table.metrics td,table.metrics th{padding:.05em .3em;border-color:#ddd;overflow-wrap:anywhere}
 table.fleet{width:auto;max-width:100%}table.fleet td.num,table.fleet th.num{text-align:right;white-space:nowrap}
@@ -318,8 +322,9 @@ svg .box .med{stroke:#000;stroke-width:2}svg .gpu.ok{fill:#66bb6a}svg .gpu.bad{f
  table#results thead{display:none}
  table#results tr.node{border:1px solid #bbb;border-radius:4px;margin:.4em 0}
  table#results td,table#results th{border:0;border-top:1px solid #ddd}
- table#results td.cell::before{content:attr(data-check);font-weight:600;margin-right:.4em}
+ table#results td.cell::before{content:attr(data-check);font-weight:600;margin-right:.4em;float:left}
  td.cell .line{white-space:normal}
+ td.cell .head{flex-wrap:wrap}
  table.fleet .opt{display:none}table.fleet td.num,table.fleet th.num{white-space:normal}
 }
 """
@@ -367,25 +372,23 @@ def _metrics_table(rec: Mapping[str, Any]) -> str:
 
 
 def _cell(rec: Mapping[str, Any], outlier: Sequence[str] = ()) -> str:
+    """One node x check: a one-line head (status, offending line or reason, duration) that opens the details
+    (full reason, outlier reasons, metrics against thresholds, log lines)."""
     status = rec["status"]
     t = tone(status)
     shown_tone = "warn" if outlier and t == "ok" else t
-    parts = [
-        f'<td class="cell {_e(status)}" data-node="{_e(rec["node"])}" data-check="{_e(rec["check"])}"'
-        f' data-status="{_e(status)}" data-tone="{shown_tone}">',
-        _badge(status),
-    ]
-    if outlier and status != "OUTLIER":
-        parts.append(" " + _badge("OUTLIER"))
-    if rec.get("duration") is not None:
-        parts.append(f'<span class="time">{_e(fmt.duration(rec["duration"]))}</span>')
     if outlier:
         line = outlier[0] + (f" (+{len(outlier) - 1} more)" if len(outlier) > 1 else "")
     else:
         line = one_line(rec) if t != "ok" else str(rec.get("reason") or "")
-    parts.append(f'<div class="line" title="{_e(line)}">{_e(line)}</div>')
+    head = [_badge(status)]
+    if outlier and status != "OUTLIER":
+        head.append(_badge("OUTLIER"))
+    head.append(f'<span class="line" title="{_e(line)}">{_e(line)}</span>')
+    if rec.get("duration") is not None:
+        head.append(f'<span class="time">{_e(fmt.duration(rec["duration"]))}</span>')
     inner = []
-    if rec.get("reason") and t != "ok":
+    if rec.get("reason") and (t != "ok" or outlier):
         inner.append(f'<div class="reason">{_e(rec["reason"])}</div>')
     if outlier:
         inner.append('<ul class="outliers">' + "".join(f"<li>{_e(x)}</li>" for x in outlier) + "</ul>")
@@ -398,13 +401,15 @@ def _cell(rec: Mapping[str, Any], outlier: Sequence[str] = ()) -> str:
             + "\n".join(_e(x) for x in rec["lines"])
             + "</pre></details>"
         )
+    open_tag = (
+        f'<td class="cell {_e(status)}" data-node="{_e(rec["node"])}" data-check="{_e(rec["check"])}"'
+        f' data-status="{_e(status)}" data-tone="{shown_tone}">'
+    )
     if inner:
-        label = f"{len(rec['metrics'])} metric(s)" if rec["metrics"] else "details"
-        if rec["lines"] and not rec["metrics"]:
-            label = f"{len(rec['lines'])} log line(s)"
-        parts.append(f"<details><summary>{_e(label)}</summary>{''.join(inner)}</details>")
-    parts.append("</td>")
-    return "".join(parts)
+        body = f'<details class="cell"><summary class="head">{" ".join(head)}</summary>{"".join(inner)}</details>'
+    else:
+        body = f'<div class="head">{" ".join(head)}</div>'
+    return open_tag + body + "</td>"
 
 
 def _summary(record: Mapping[str, Any]) -> str:
@@ -462,14 +467,15 @@ def _fleet_section(record: Mapping[str, Any]) -> str:
         spread = f"{fmt.value(min(vals), r['metric'])} \u2013 {fmt.value(max(vals), r['metric'])}" if vals else "—"
         rows.append(
             f'<tr data-tone="{"warn" if outl else "ok"}"><td>{_e(r["check"])}</td><td>{_e(r["metric"])}</td>'
-            f'<td class="opt">{_e(r["direction"])}</td><td class="num">{_e(med)}</td><td class="num">{_e(spread)}</td>'
+            f'<td class="opt">{_e(r["direction"])}</td><td class="num">{_e(med)}</td>'
+            f'<td class="num opt">{_e(spread)}</td>'
             f'<td class="num opt">{r["compared"]}</td><td class="num opt">{r["tolerance"] * 100:g}%</td>'
             f"<td>{_e(', '.join(outl) or '—')}</td></tr>"
         )
     notes = fleet.get("not_compared") or []
     head = (
         '<tr><th>check</th><th>metric</th><th class="opt">better</th><th class="num">median</th>'
-        '<th class="num">range</th><th class="num opt">nodes</th><th class="num opt">tolerance</th>'
+        '<th class="num opt">range</th><th class="num opt">nodes</th><th class="num opt">tolerance</th>'
         "<th>outliers</th></tr>"
     )
     table = (
@@ -500,10 +506,10 @@ def _plots(record: Mapping[str, Any], order: Sequence[str]) -> str:
     figs = []
     series = data.get("series") or {}
     for check in sorted({c for per in series.values() for c in per}):
-        loss = {n: series[n][check]["loss"] for n in order if check in series.get(n, {})}
+        loss = {n: _fleet.pairs(series[n][check], "loss") for n in order if check in series.get(n, {})}
         marked = {**dict.fromkeys(outlier_nodes, "OUTLIER"), **dict.fromkeys(bad_nodes, "FAIL")}
         figs.append(plots.lines(f"plot-loss-{check}", f"{check}: loss per step", loss, "loss", marked))
-        secs = {n: series[n][check]["seconds"] for n in order if check in series.get(n, {})}
+        secs = {n: _fleet.pairs(series[n][check], "seconds") for n in order if check in series.get(n, {})}
         figs.append(plots.boxes(f"plot-steptime-{check}", f"{check}: step time per node", secs))
     for r in fleet.get("metrics") or []:
         if (
@@ -585,3 +591,40 @@ def to_html(record: Mapping[str, Any]) -> str:
         f"{head}</tr></thead><tbody>{''.join(rows)}</tbody></table></section>"
         f"<script>{_SCRIPT}</script></body></html>\n"
     )
+
+
+# --------------------------------------------------------------------------- console
+
+
+def fleet_table(record: Mapping[str, Any], width: int = 100) -> list[str]:
+    """The fleet comparison as a short text table for the end of the console run ([] without one)."""
+    fleet = record.get("fleet")
+    if not fleet:
+        return []
+    lines = [f"fleet comparison: {fleet['status']} (tolerance {fleet['tolerance'] * 100:g}%, median of the fleet)"]
+    rows = []
+    for r in fleet.get("metrics") or []:
+        if r["median"] is None:
+            continue
+        bad = [
+            f"{n} {fmt.percent(c['deviation'])}"
+            for n, c in sorted(
+                r["nodes"].items(), key=lambda kv: kv[1]["deviation"] or 0, reverse=r["direction"] != "higher"
+            )
+            if c["status"] == "OUTLIER"
+        ]
+        rows.append((f"{r['check']} {r['metric']}", fmt.value(r["median"], r["metric"]), ", ".join(bad) or "-"))
+    if rows:
+        w1 = min(max(len(a) for a, _b, _c in rows), 40)
+        w2 = max(len(b) for _a, b, _c in rows)
+        lines.append(f"  {'metric':<{w1}}  {'median':>{w2}}  outliers")
+        for a, b, c in rows:
+            text = f"  {a[:w1]:<{w1}}  {b:>{w2}}  {c}"
+            lines.append(text if len(text) <= width else text[: width - 1] + "…")
+    lines += [f"  facts: {f['reason']}" for f in fleet.get("facts") or []]
+    notes = fleet.get("not_compared") or []
+    if notes:
+        lines.append(
+            f"  not compared: {notes[0]}" + (f" (+{len(notes) - 1} more in results.json)" if len(notes) > 1 else "")
+        )
+    return lines

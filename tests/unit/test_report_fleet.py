@@ -159,14 +159,59 @@ def test_write_report_adds_fleet_and_plot_data(tmp_path: Path) -> None:
     assert data["fleet"]["outlier_nodes"] == ["node003"] and data["summary"]["outlier_nodes"] == ["node003"]
     assert data["summary"]["failing_nodes"] == ["node002"]  # existing fields keep their meaning
     series = data["plots"]["series"]["node001"]["maxtext"]
-    assert len(series["loss"]) == 20 and series["loss"][0][0] == 0
+    assert series["step"] == list(range(20)) and len(series["loss"]) == 20 and series["loss"][0] > series["loss"][-1]
     assert data["plots"]["rvs_gpus"]["node002"]["gst_single"]["failed"] == [38479]
     assert rec["files"]["html"].endswith("report.html")
     with pytest.raises(ValueError, match="tolerance"):
         write_report(str(tmp_path), "r1", CHECKS, {}, fleet={"tolerance": "x"})
 
 
+def test_series_compact_thinned_and_non_finite_as_none() -> None:
+    steps = [{"step": s, "loss": float("nan") if s == 5 else 1 / (s + 1), "seconds": 0.0512345678} for s in range(500)]
+    series = _fleet.series_from_steps(steps)
+    assert len(series["step"]) == _fleet.MAX_POINTS and series["step"][0] == 0 and series["step"][-1] == 499
+    assert series["seconds"][0] == 0.051235
+    series = _fleet.series_from_steps(steps[:10])
+    assert series["loss"][5] is None and _fleet.pairs(series, "loss")[5] == [5, None]
+    json.dumps(series, allow_nan=False)
+
+
 def test_thin_keeps_ends() -> None:
     pts = [[i, i] for i in range(1000)]
     out = _fleet.thin(pts, 10)
     assert len(out) == 10 and out[0] == [0, 0] and out[-1] == [999, 999]
+
+
+def test_filter_fleet_compare() -> None:
+    from ansible.errors import AnsibleFilterError
+
+    from ansible_collections.cvs.cluster.plugins.filter.fleet_compare import FilterModule
+
+    f = FilterModule().filters()["fleet_compare"]
+    per_node = {
+        "n1": {"tflops_per_device": 150.0, "final_loss": 2.0},
+        "n2": {"tflops_per_device": 127.0, "final_loss": 2.5},
+        "n3": {"tflops_per_device": 149.0, "final_loss": 2.0},
+    }
+    out = f(per_node, "5%")
+    assert out["outlier_nodes"] == ["n2"] and [r["metric"] for r in out["metrics"]] == ["tflops_per_device"]
+    out = f(per_node, 0.5, {"final_loss": {"direction": "lower", "tolerance": "10%"}})
+    assert [(o["node"], o["metric"]) for o in out["outliers"]] == [("n2", "final_loss")]
+    out = f(per_node, facts={"n1": {"kernel": "6.1"}, "n2": {"kernel": "6.1"}, "n3": {"kernel": "5.15"}})
+    assert out["facts"][0]["fact"] == "kernel"
+    with pytest.raises(AnsibleFilterError, match="mapping of node name"):
+        f(["n1"])
+    with pytest.raises(AnsibleFilterError, match="tolerance"):
+        f(per_node, "much")
+
+
+def test_console_table() -> None:
+    from ansible_collections.cvs.cluster.plugins.plugin_utils._report_render import fleet_table
+
+    rec = _record(synth_found(3, slow={2: 1.15}))
+    lines = fleet_table(rec)
+    assert lines[0] == "fleet comparison: OUTLIER (tolerance 5%, median of the fleet)"
+    row = next(x for x in lines if "tflops_per_device" in x)
+    assert "150 TFLOP/s" in row and "node003 -13.0%" in row
+    assert all(len(x) <= 100 for x in lines)
+    assert fleet_table({"nodes": {}}) == []
