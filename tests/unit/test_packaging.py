@@ -71,6 +71,17 @@ def used_checkout(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
+def _install(checkout: Path, dest: Path) -> Path:
+    """Install the checkout's built tarball (no dependencies) into the collections path ``dest``."""
+    subprocess.run(
+        [str(BIN / "ansible-galaxy"), "collection", "install", "--no-deps", "-p", str(dest), TARBALL],
+        cwd=checkout,
+        capture_output=True,
+        check=True,
+    )
+    return dest
+
+
 def _members(tarball: Path) -> set[str]:
     with tarfile.open(tarball) as tar:
         return {m.name for m in tar.getmembers()}
@@ -117,13 +128,7 @@ def test_ee_context_holds_the_collection_and_no_dev_packages(used_checkout: Path
             assert not [d for d in DEV_ONLY if re.search(rf"^\s*-?\s*{re.escape(d)}\b", text, re.M)], path
 
     # What ansible-builder's introspection will read from the installed collection: runtime packages only.
-    inst = tmp_path / "inst"
-    subprocess.run(
-        [str(BIN / "ansible-galaxy"), "collection", "install", "--no-deps", "-p", str(inst), TARBALL],
-        cwd=used_checkout,
-        capture_output=True,
-        check=True,
-    )
+    inst = _install(used_checkout, tmp_path / "inst")
     intro = subprocess.run(
         [str(BIN / "ansible-builder"), "introspect", "--sanitize", str(inst)],
         capture_output=True,
@@ -144,13 +149,7 @@ def test_ee_context_holds_the_collection_and_no_dev_packages(used_checkout: Path
 def test_installed_collection_playbook_writes_results_outside_the_collection(
     used_checkout: Path, tmp_path: Path
 ) -> None:
-    inst = tmp_path / "inst"
-    subprocess.run(
-        [str(BIN / "ansible-galaxy"), "collection", "install", "--no-deps", "-p", str(inst), TARBALL],
-        cwd=used_checkout,
-        capture_output=True,
-        check=True,
-    )
+    inst = _install(used_checkout, tmp_path / "inst")
     root = inst / "ansible_collections" / "cvs" / "cluster"
     (root / "playbooks" / "where_results_go.yml").write_text(
         "- hosts: localhost\n  gather_facts: false\n  tasks:\n"
