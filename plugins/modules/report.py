@@ -62,7 +62,7 @@ options:
     type: dict
 notes:
   - Statuses per node and check are C(PASS), C(FAIL), C(ERROR) (the check could not judge) and C(MISSING); metric
-    rows are C(PASS), C(FAIL) or C(RECORD) (recorded without a threshold). With O(fleet.fail_on_outlier=true)
+    rows are C(PASS), C(FAIL) or C(RECORD) (recorded without a threshold). With C(fail_on_outlier=true) in O(fleet)
     also C(OUTLIER).
 attributes:
   check_mode:

@@ -166,7 +166,7 @@ def compare_facts(facts: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]
             parts = "; ".join(f"{v} on {', '.join(ns)}" for v, ns in sorted(groups.items(), key=lambda g: -len(g[1])))
             out.append({"fact": key, "values": groups, "missing": missing, "reason": f"{key} differs: {parts}"})
         elif groups and missing:
-            (only,) = groups
+            only = next(iter(groups))
             out.append(
                 {
                     "fact": key,

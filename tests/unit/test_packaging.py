@@ -45,7 +45,10 @@ DEV_ONLY = ("pytest", "ruff", "ansible-lint", "xmlschema", "pexpect", "ansible-b
 
 def _tracked_files() -> list[str]:
     out = subprocess.run(
-        ["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=REPO, capture_output=True, check=True
+        ["git", "-c", "safe.directory=*", "ls-files", "-co", "--exclude-standard", "-z"],
+        cwd=REPO,
+        capture_output=True,
+        check=True,
     ).stdout
     return [p for p in out.decode().split("\0") if p and (REPO / p).is_file() and not (REPO / p).is_symlink()]
 
