@@ -75,13 +75,22 @@ def used_checkout(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _install(checkout: Path, dest: Path) -> Path:
-    """Install the checkout's built tarball (no dependencies) into the collections path ``dest``."""
-    subprocess.run(
-        [str(BIN / "ansible-galaxy"), "collection", "install", "--no-deps", "-p", str(dest), TARBALL],
+    """Install the checkout's built tarball (no dependencies) into the collections path ``dest``.
+
+    Without the caller's ANSIBLE_* settings: ``make`` exports ANSIBLE_CONFIG, whose collections path holds
+    this checkout as cvs.cluster, and ansible-galaxy then skips the install as "already installed".
+    """
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ANSIBLE_")}
+    proc = subprocess.run(
+        [str(BIN / "ansible-galaxy"), "collection", "install", "--no-deps", "--force", "-p", str(dest), TARBALL],
         cwd=checkout,
+        env=env,
         capture_output=True,
+        text=True,
         check=True,
     )
+    installed = dest / "ansible_collections" / "cvs" / "cluster" / "MANIFEST.json"
+    assert installed.is_file(), proc.stdout + proc.stderr
     return dest
 
 
