@@ -308,7 +308,7 @@ def test_killed_container_keeps_the_lines_read_so_far(
         "cvs_results_dir": str(tmp_path),
         "cvs_validate_checks": ["maxtext"],
         "cvs_container": {**settings, "name": MAXTEXT_KILL_CONTAINER, "ssh_port": MAXTEXT_KILL_SSH_PORT},
-        "maxtext_steps": 400,
+        "maxtext_steps": 1000,
         "maxtext_poll_interval": 0.5,
         "maxtext_stall_timeout": 60,
         "maxtext_stop_grace": 5,
@@ -316,21 +316,25 @@ def test_killed_container_keeps_the_lines_read_so_far(
         "maxtext_env": {"CVS_STAND_IN_DIR": fault_dir},
     }
     remove_containers(cluster, node_exec, MAXTEXT_KILL_CONTAINER)
-    find_log = (
-        f"docker exec {MAXTEXT_KILL_CONTAINER} sh -c "
-        "'grep -l \"completed step: 5,\" /var/tmp/cvs/*/*/maxtext/*/*/training.log' 2>/dev/null; true"
-    )
     killed: dict[str, str] = {}
     stop = threading.Event()
 
+    def controller_has_read_step_5() -> bool:
+        # the kill must land after log_poll has read a line on the controller: on a loaded machine training
+        # reaches step 5 before the first poll round, and the test would then measure nothing
+        for path in tmp_path.glob("*/watch/*/*/node2*/maxtext.log"):
+            if "completed step: 5," in path.read_text(errors="replace"):
+                return True
+        return False
+
     def killer() -> None:
         while not stop.is_set():
-            if node_exec("node2", find_log).stdout.strip():
+            if controller_has_read_step_5():
                 node_exec("node2", ["docker", "kill", MAXTEXT_KILL_CONTAINER])
                 killed["at"] = node_exec("node2", ["date", "-u", "+%T"]).stdout.strip()
                 return
-            # about 0.05 s a step in the stand-in: the kill lands while training goes on
-            time.sleep(0.5)
+            # about 0.05 s a step in the stand-in and 1000 steps: the kill lands while training goes on
+            time.sleep(0.2)
 
     thread = threading.Thread(target=killer, daemon=True)
     thread.start()
