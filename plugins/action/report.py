@@ -19,6 +19,7 @@ from ansible_collections.cvs.cluster.plugins.plugin_utils._report import (
     verdict_line,
     write_report,
 )
+from ansible_collections.cvs.cluster.plugins.plugin_utils._report_render import fleet_table
 
 ARGUMENT_SPEC: dict[str, Any] = {
     "results_dir": {"type": "path", "required": True},
@@ -28,7 +29,21 @@ ARGUMENT_SPEC: dict[str, Any] = {
     "nodes": {"type": "list", "elements": "str"},
     "complete": {"type": "bool", "default": True},
     "probe": {"type": "bool", "default": False},
+    "fleet": {"type": "dict"},
 }
+
+
+def _fleet_summary(record: Mapping[str, Any]) -> dict[str, Any]:
+    """The fleet comparison's part of the published summary (outlying nodes, their reasons, fact mismatches)."""
+    fleet = record.get("fleet")
+    if not fleet:
+        return {}
+    return {
+        "fleet_status": fleet["status"],
+        "outlier_nodes": fleet["outlier_nodes"],
+        "outliers": [{k: o[k] for k in ("node", "check", "metric", "reason")} for o in fleet["outliers"]][:50],
+        "fact_issues": [f["reason"] for f in fleet["facts"]],
+    }
 
 
 class ActionModule(ActionBase):
@@ -54,6 +69,7 @@ class ActionModule(ActionBase):
                 args["checks"],
                 self._nodes(task_vars, args["hosts"], args["nodes"]),
                 complete=args["complete"],
+                fleet=args["fleet"] if args["fleet"] is not None else task_vars.get("cvs_fleet"),
             )
             write_error = None
         except ReportError as exc:
@@ -68,7 +84,8 @@ class ActionModule(ActionBase):
         result.update(
             changed=write_error is None,
             files=record["files"],
-            summary=stats(record, run_dir, write_error),
+            summary={**stats(record, run_dir, write_error), **_fleet_summary(record)},
+            fleet_table=fleet_table(record),
             nodes=node_statuses(record),
             msg=verdict_line(record, run_dir, write_error),
         )
