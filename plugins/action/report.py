@@ -13,8 +13,10 @@ from ansible.plugins.action import ActionBase
 from ansible_collections.cvs.cluster.plugins.plugin_utils._report import (
     ReportError,
     ensure_writable,
-    node_facts,
+    node_statuses,
+    run_nodes,
     stats,
+    verdict_line,
     write_report,
 )
 from ansible_collections.cvs.cluster.plugins.plugin_utils._report_render import fleet_table
@@ -24,6 +26,7 @@ ARGUMENT_SPEC: dict[str, Any] = {
     "run_id": {"type": "str"},
     "checks": {"type": "list", "elements": "str"},
     "hosts": {"type": "list", "elements": "str"},
+    "nodes": {"type": "list", "elements": "str"},
     "complete": {"type": "bool", "default": True},
     "probe": {"type": "bool", "default": False},
     "fleet": {"type": "dict"},
@@ -64,37 +67,37 @@ class ActionModule(ActionBase):
                 args["results_dir"],
                 args["run_id"],
                 args["checks"],
-                self._nodes(task_vars, args["hosts"]),
+                self._nodes(task_vars, args["hosts"], args["nodes"]),
                 complete=args["complete"],
                 fleet=args["fleet"] if args["fleet"] is not None else task_vars.get("cvs_fleet"),
             )
-        except (ReportError, ValueError) as exc:
+            write_error = None
+        except ReportError as exc:
+            if exc.record is None:
+                result.update(failed=True, msg=str(exc))
+                return result
+            record, write_error = exc.record, str(exc)
+        except ValueError as exc:
             result.update(failed=True, msg=str(exc))
             return result
         run_dir = os.path.join(args["results_dir"], args["run_id"])
         result.update(
-            changed=True,
+            changed=write_error is None,
             files=record["files"],
-            summary={**stats(record, run_dir), **_fleet_summary(record)},
+            summary={**stats(record, run_dir, write_error), **_fleet_summary(record)},
             fleet_table=fleet_table(record),
-            nodes={n: {c: r["status"] for c, r in row["checks"].items()} for n, row in record["nodes"].items()},
-            msg=f"run {record['run_id']}: {record['summary']['status']} - {run_dir}/report.html",
+            nodes=node_statuses(record),
+            msg=verdict_line(record, run_dir, write_error),
         )
+        if write_error is not None:  # the summary above is still returned: the playbook can publish and judge it
+            result.update(failed=True, write_error=write_error)
         return result
 
     @staticmethod
-    def _nodes(task_vars: Mapping[str, Any], hosts: list[str] | None) -> dict[str, dict[str, Any]]:
-        """{node: {host, facts}} for the workload hosts (default: group cvs_exec, else cvs_nodes), in node order."""
+    def _nodes(
+        task_vars: Mapping[str, Any], hosts: list[str] | None, nodes: list[str] | None
+    ) -> dict[str, dict[str, Any]]:
+        """Every requested node of the run with its workload host, facts and problems (see _report.run_nodes)."""
         hostvars = task_vars.get("hostvars") or {}
-        groups = task_vars.get("groups") or {}
-        names = hosts if hosts is not None else list(groups.get("cvs_exec") or groups.get("cvs_nodes") or [])
-        rows = []
-        for i, host in enumerate(names):
-            values = hostvars.get(host, {})
-            node = str(values.get("cvs_node") or host)
-            try:
-                index = int(values.get("cvs_node_index", i))
-            except (TypeError, ValueError):
-                index = i
-            rows.append((index, node, {"host": host, "facts": node_facts(values)}))
-        return {node: info for _i, node, info in sorted(rows, key=lambda r: r[0])}
+        raw = getattr(hostvars, "raw_get", None)
+        return run_nodes(task_vars.get("groups") or {}, hostvars, raw, nodes=nodes, hosts=hosts)

@@ -13,8 +13,15 @@ description:
     them C(results.json) (per node and check - status, reason, metrics against thresholds, offending log lines,
     timings, backend - plus node facts such as GPU model, RVS and ROCm versions when known), C(junit.xml) (one
     testcase per node per check, Jenkins JUnit format) and a self-contained C(report.html).
-  - A requested check without a file for a node is C(MISSING) and makes the run C(INCOMPLETE). Call it after each
-    stage with O(complete=false) so an interrupted run keeps a report of what finished.
+  - Every requested node is a row (see O(nodes)). A requested check without a file for a node is C(UNREACHABLE)
+    when a registered task result of the node (or its workload host) says Ansible could not reach it - the reason
+    quotes the connection error -, C(ERROR) when the node has C(cvs_prepare_error) (not prepared) or
+    C(cvs_check_errors[check]) (its result could not be recorded), and C(MISSING) otherwise. C(UNREACHABLE) and
+    C(ERROR) fail the run; C(MISSING) makes it C(INCOMPLETE). Call it after each stage with O(complete=false) so an
+    interrupted run keeps a report of what finished.
+  - When the files cannot be written (for example C(no space left on device)) the task fails naming the path, and
+    still returns RV(summary), RV(nodes) and RV(msg), so a playbook can publish and judge the run with
+    C(ignore_errors) and fail it at the end.
   - This is an action plugin; it runs on the controller only and never fails the hosts of the checks. Publish
     RV(summary) with M(ansible.builtin.set_stats) to show it in AWX and ansible-runner artifacts.
 author:
@@ -40,6 +47,15 @@ options:
         prepare).
     type: list
     elements: str
+  nodes:
+    description:
+      - Every requested node of the run (the report's rows, in C(cvs_node_index) order), also those that never got
+        a workload host (unreachable, not prepared).
+      - Default - the C(cvs_nodes) hosts that carry the registered result C(cvs_reach) of the playbooks' first
+        contact (so a C(--limit) is honoured) plus the nodes of the workload hosts; without C(cvs_reach), the nodes
+        of the workload hosts, else C(cvs_nodes).
+    type: list
+    elements: str
   complete:
     description: Whether the run is over. With C(false) the report says the run is incomplete.
     type: bool
@@ -61,9 +77,9 @@ options:
       - Default - the variable C(cvs_fleet) when set, else the defaults above.
     type: dict
 notes:
-  - Statuses per node and check are C(PASS), C(FAIL), C(ERROR) (the check could not judge) and C(MISSING); metric
-    rows are C(PASS), C(FAIL) or C(RECORD) (recorded without a threshold). With C(fail_on_outlier=true) in O(fleet)
-    also C(OUTLIER).
+  - Statuses per node and check are C(PASS), C(FAIL), C(ERROR) (the check could not judge, or see above),
+    C(UNREACHABLE) and C(MISSING); metric rows are C(PASS), C(FAIL) or C(RECORD) (recorded without a threshold).
+    With C(fail_on_outlier=true) in O(fleet) also C(OUTLIER).
 attributes:
   check_mode:
     description: Can run in check_mode and return changed status prediction without modifying target.
@@ -107,8 +123,10 @@ summary:
   returned: success, unless probe
   type: dict
   sample: {run_id: 20260101-120000-ab12, status: FAIL, complete: true,
-           counts: {PASS: 5, FAIL: 1, ERROR: 0, MISSING: 0}, failing_nodes: [node2], incomplete_nodes: [],
-           failures: [{node: node2, check: rvs, status: FAIL, reason: "..."}], results_dir: /var/tmp/cvs-results/RUN}
+           counts: {PASS: 5, FAIL: 1, ERROR: 0, UNREACHABLE: 0, MISSING: 0},
+           nodes: {node1: {rvs: PASS}, node2: {rvs: FAIL}}, failing_nodes: [node2], incomplete_nodes: [],
+           unreachable_nodes: [], failures: [{node: node2, check: rvs, status: FAIL, reason: "..."}],
+           results_dir: /var/tmp/cvs-results/RUN}
 fleet_table:
   description: The fleet comparison as a few lines of text (metric, median, outlying nodes, fact mismatches) for the
     console; empty without a comparison.
@@ -122,4 +140,16 @@ nodes:
   returned: success, unless probe
   type: dict
   sample: {node1: {rvs: PASS, maxtext: PASS}, node2: {rvs: FAIL, maxtext: PASS}}
+msg:
+  description: The verdict in one line - the run's status, then every node with its status (and why, when not PASS),
+    then where the report is or why it could not be written.
+  returned: always
+  type: str
+  sample: "run R: FAIL - node1: PASS; node2: UNREACHABLE (rvs: node2: unreachable: ssh: connect to host 10.77.0.12
+    port 22: Connection refused) - see /var/tmp/cvs-results/R/report.html"
+write_error:
+  description: Why the files could not be written (the task then fails).
+  returned: when writing failed
+  type: str
+  sample: "no space left on device: cannot write /var/tmp/cvs-results/R/results.json (...)"
 """

@@ -107,7 +107,7 @@ def test_runner_prints_live_log_poll_progress_and_fails(failed_run: dict[str, An
     assert "status: failed, rc: 2" in text
     report = json.loads(next(s for _, s in lines if s.startswith("cvs_report: "))[len("cvs_report: ") :])
     assert report["status"] == "FAIL" and report["failing_nodes"] == ["node2"]
-    assert report["counts"] == {"PASS": 5, "FAIL": 1, "ERROR": 0, "MISSING": 0}
+    assert report["counts"] == {"PASS": 5, "FAIL": 1, "ERROR": 0, "UNREACHABLE": 0, "MISSING": 0}
 
 
 def test_results_json_names_node_check_and_line(failed_run: dict[str, Any]) -> None:

@@ -13,13 +13,20 @@ import xmlschema
 
 from ansible_collections.cvs.cluster.plugins.plugin_utils._report import (
     ReportError,
+    absent_check,
     aggregate,
+    describe_write_error,
     duration,
+    ensure_writable,
+    find_unreachable,
     normalise_check,
     read_checks,
+    run_nodes,
     stats,
     to_html,
     to_junit,
+    unreachable_reason,
+    verdict_line,
     write_report,
 )
 
@@ -90,7 +97,7 @@ def test_duration() -> None:
 def test_aggregate_counts_failing_and_missing() -> None:
     rec = aggregate("run1", ["rvs", "maxtext"], NODES, _found())
     s = rec["summary"]
-    assert s["counts"] == {"PASS": 4, "FAIL": 1, "ERROR": 0, "MISSING": 1}
+    assert s["counts"] == {"PASS": 4, "FAIL": 1, "ERROR": 0, "UNREACHABLE": 0, "MISSING": 1}
     assert s["status"] == "FAIL" and s["failing_nodes"] == ["node2"] and s["incomplete_nodes"] == ["node3"]
     assert rec["complete"] is False
     n2 = rec["nodes"]["node2"]
@@ -245,3 +252,99 @@ def test_rewrite_keeps_checks_of_earlier_report(tmp_path: Path) -> None:
     assert rec["checks"] == ["rvs", "maxtext"] and rec["summary"]["counts"]["MISSING"] == 0  # no nodes known
     rec = write_report(str(tmp_path), "r", [], NODES)
     assert rec["summary"]["counts"]["MISSING"] == 6 and rec["summary"]["status"] == "INCOMPLETE"
+
+
+SSH_MSG = "Failed to connect to the host via ssh: ssh: connect to host 10.77.0.12 port 22: Connection refused"
+
+
+def test_unreachable_reason_quotes_the_ssh_error() -> None:
+    assert (
+        unreachable_reason("node2", SSH_MSG)
+        == "node2: unreachable: ssh: connect to host 10.77.0.12 port 22: Connection refused"
+    )
+    assert unreachable_reason("n", "timed out\n  waiting") == "n: unreachable: timed out waiting"
+    ping = (
+        'Task failed: Data could not be sent to remote host "10.77.0.12". Make sure this host can be reached '
+        "over ssh: ssh: connect to host 10.77.0.12 port 22: Connection refused"
+    )
+    assert (
+        unreachable_reason("n", ping) == "n: unreachable: ssh: connect to host 10.77.0.12 port 22: Connection refused"
+    )
+    assert unreachable_reason("n", None) == "n: unreachable: Ansible could not connect to the node"
+
+
+def test_find_unreachable_in_registered_results() -> None:
+    assert find_unreachable({"cvs_reach": {"ping": "pong", "changed": False}}) is None
+    assert find_unreachable({"cvs_reach": {"unreachable": True, "msg": SSH_MSG}}) == SSH_MSG
+    later = {"cvs_reach": {"ping": "pong"}, "_rvs_runs": {"unreachable": True, "msg": "x",
+             "results": [{"unreachable": True, "msg": "ssh: lost"}]}}  # fmt: skip
+    assert find_unreachable(later) == "ssh: lost"
+    assert find_unreachable({"r": {"unreachable": False, "msg": "no"}, "s": "unreachable"}) is None
+
+
+def test_absent_check_says_why() -> None:
+    assert absent_check("rvs", "n1", {})["status"] == "MISSING"
+    rec = absent_check("rvs", "n2", {"unreachable": SSH_MSG, "prepare_error": "x"})
+    assert rec["status"] == "UNREACHABLE" and rec["reason"].startswith("n2: unreachable: ssh: connect to host")
+    full = "Write: Failed to replace '/r/run/checks/n1/rvs.json' with b'/t/.source.json': [Errno 28] No space left"
+    rec = absent_check("rvs", "n1", {"errors": {"rvs": full}})
+    assert (
+        rec["status"] == "ERROR"
+        and rec["reason"] == "n1: rvs result not recorded: no space left on device: /r/run/checks/n1/rvs.json"
+    )
+    rec = absent_check("maxtext", "n3", {"prepare_error": "cvs.cluster.prepare failed on n2: n2: unreachable"})
+    assert (
+        rec["status"] == "ERROR"
+        and rec["reason"] == "n3: maxtext not run: cvs.cluster.prepare failed on n2: n2: unreachable"
+    )
+    assert describe_write_error("Permission denied") == "Permission denied"
+    assert describe_write_error("[Errno 28] No space left on device", "/r") == "no space left on device: /r"
+
+
+def test_every_requested_node_is_a_row_and_unreachable_fails_the_run() -> None:
+    groups = {"cvs_nodes": ["n1", "n2", "n3", "n4"], "cvs_head": ["n1"], "cvs_exec": ["n3-ctr", "n1-ctr"]}
+    hostvars: dict[str, Any] = {
+        "n1": {"cvs_reach": {"ping": "pong"}, "cvs_node_index": 0},
+        "n2": {"cvs_reach": {"unreachable": True, "msg": SSH_MSG}},
+        "n3": {"cvs_reach": {"ping": "pong"}, "cvs_node_index": 2},
+        "n4": {},  # left out with --limit: never reached for
+        "n1-ctr": {"cvs_node": "n1", "cvs_node_index": 0, "ansible_kernel": "6.1"},
+        "n3-ctr": {"cvs_node": "n3", "cvs_node_index": 2, "cvs_check_errors": {"rvs": "[Errno 28] No space left"}},
+    }
+    nodes = run_nodes(groups, hostvars, hostvars.get)
+    assert list(nodes) == ["n1", "n2", "n3"]
+    assert nodes["n1"]["host"] == "n1-ctr" and nodes["n1"]["facts"] == {"kernel": "6.1"}
+    assert nodes["n2"]["host"] == "n2" and nodes["n2"]["unreachable"] == SSH_MSG
+    rec = aggregate("r", ["rvs"], nodes, {"n1": {"rvs": _ok("rvs", "n1")}})
+    s = rec["summary"]
+    assert s["status"] == "FAIL" and s["unreachable_nodes"] == ["n2"] and s["failing_nodes"] == ["n2", "n3"]
+    assert s["counts"] == {"PASS": 1, "FAIL": 0, "ERROR": 1, "UNREACHABLE": 1, "MISSING": 0}
+    st = stats(rec, "/res/r")
+    assert st["nodes"] == {"n1": {"rvs": "PASS"}, "n2": {"rvs": "UNREACHABLE"}, "n3": {"rvs": "ERROR"}}
+    line = verdict_line(rec, "/res/r")
+    assert line.startswith("run r: FAIL - n1: PASS; n2: UNREACHABLE (rvs: n2: unreachable: ssh: connect to host")
+    assert "n3: ERROR (rvs: n3: rvs result not recorded: no space left on device)" in line
+    assert line.endswith(" - see /res/r/report.html")
+    assert verdict_line(rec, "/res/r", "no space left on device: /res/r/results.json").endswith(
+        " - the report could not be written: no space left on device: /res/r/results.json"
+    )
+    # without the probe: the workload hosts' nodes; without those: cvs_nodes; explicit lists win
+    assert list(run_nodes({"cvs_nodes": ["a", "b"], "cvs_exec": ["b"]}, {})) == ["b"]
+    assert list(run_nodes({"cvs_nodes": ["a", "b"], "cvs_head": ["b"]}, {})) == ["b", "a"]
+    assert list(run_nodes(groups, hostvars, nodes=["n4", "n2"])) == ["n2", "n4"]
+    assert list(run_nodes(groups, hostvars, hosts=["n1-ctr"])) == ["n1"]
+
+
+def test_full_disk_keeps_the_record_and_names_the_path(tmp_path: Path) -> None:
+    import errno
+    from unittest.mock import patch
+
+    enospc = OSError(errno.ENOSPC, "No space left on device")
+    target = "ansible_collections.cvs.cluster.plugins.plugin_utils._report._atomic_write"
+    with patch(target, side_effect=enospc), pytest.raises(ReportError) as info:
+        write_report(str(tmp_path), "r", ["rvs"], NODES)
+    assert str(info.value).startswith(f"no space left on device: cannot write {tmp_path}/r/results.json")
+    assert info.value.record is not None and list(info.value.record["nodes"]) == list(NODES)
+    full = rf"cannot write run results to {tmp_path}: no space left on device"
+    with patch("os.fdopen", side_effect=enospc), pytest.raises(ReportError, match=full):
+        ensure_writable(str(tmp_path))
