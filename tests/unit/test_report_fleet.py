@@ -62,6 +62,7 @@ def test_slow_node_15_percent_flagged_2_percent_not() -> None:
         "FAIL": 0,
         "ERROR": 0,
         "MISSING": 0,
+        "UNREACHABLE": 0,
     }
 
 

@@ -205,15 +205,17 @@ def test_statuses_rendered_generically(monkeypatch: pytest.MonkeyPatch) -> None:
     rec = _record(3)
     rec["nodes"]["node002"]["checks"]["rvs"].update(status="UNREACHABLE", reason="ssh: no route to host")
     rec["nodes"]["node003"]["checks"]["rvs"].update(status="WEIRD", reason="?")
-    assert tone("UNREACHABLE") == "other"
+    assert tone("UNREACHABLE") == "bad"  # a node never reached is a failure, styled as one
+    assert tone("WEIRD") == "other"
     page = to_html(rec)
-    assert 'data-status="UNREACHABLE" data-tone="other"' in page and ">UNREACHABLE</span>" in page
-    monkeypatch.setattr(_report, "BAD", (*_report.BAD, "UNREACHABLE"))
-    assert tone("UNREACHABLE") == "bad"
+    assert 'data-status="UNREACHABLE" data-tone="bad"' in page and ">UNREACHABLE</span>" in page
+    assert 'data-status="WEIRD" data-tone="other"' in page and ">WEIRD</span>" in page
+    monkeypatch.setattr(_report, "BAD", (*_report.BAD, "WEIRD"))
+    assert tone("WEIRD") == "bad"
     page = to_html(rec)
-    assert 'data-status="UNREACHABLE" data-tone="bad"' in page
+    assert 'data-status="WEIRD" data-tone="bad"' in page
     rows = re.findall(r'<tr class="node" data-node="([^"]+)"', page)
-    assert rows[0] == "node002"
+    assert set(rows[:2]) == {"node002", "node003"}  # the failing nodes come first
 
 
 def test_bad_input_renders_and_says_what_it_could_not_compare() -> None:
