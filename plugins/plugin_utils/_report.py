@@ -29,6 +29,7 @@ from datetime import datetime, timezone
 from typing import Any, Dict, Mapping, Optional, Sequence
 
 from ansible_collections.cvs.cluster.plugins.plugin_utils import _fleet
+from ansible_collections.cvs.cluster.plugins.plugin_utils._report_format import parse_time
 from ansible_collections.cvs.cluster.plugins.plugin_utils._report_render import to_html, to_junit
 
 SCHEMA = "cvs.cluster/results/v1"
@@ -63,19 +64,9 @@ class ReportError(Exception):
 # --------------------------------------------------------------------------- reading
 
 
-def _parse_time(value: Any) -> Optional[datetime]:
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        t = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return t if t.tzinfo else t.replace(tzinfo=timezone.utc)
-
-
 def duration(started: Any, finished: Any) -> Optional[float]:
     """Seconds between two ISO-8601 times, or None."""
-    a, b = _parse_time(started), _parse_time(finished)
+    a, b = parse_time(started), parse_time(finished)
     if a is None or b is None:
         return None
     return max(0.0, (b - a).total_seconds())

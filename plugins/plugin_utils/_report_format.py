@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import re
+from datetime import datetime, timezone
 from typing import Any, Optional
 
 # metric name pattern -> unit, first match wins
@@ -112,3 +113,14 @@ def percent(fraction: float) -> str:
     if not math.isfinite(fraction):
         return number(fraction)
     return f"{fraction * 100:+.1f}%"
+
+
+def parse_time(value: Any) -> Optional[datetime]:
+    """An ISO 8601 timestamp of a check record (``Z`` or no zone means UTC), or None."""
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        t = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return t if t.tzinfo else t.replace(tzinfo=timezone.utc)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import html
 import re
 import xml.etree.ElementTree as ET
-from datetime import datetime, timezone
+from datetime import timezone
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
 from ansible_collections.cvs.cluster.plugins.plugin_utils import _fleet
@@ -56,21 +56,11 @@ def tone(status: Any) -> str:
     return "other"
 
 
-def _parse(value: Any) -> Optional[datetime]:
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        t = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return t if t.tzinfo else t.replace(tzinfo=timezone.utc)
-
-
 def wall_time(recs: Iterable[Mapping[str, Any]]) -> Optional[float]:
     """Seconds from the earliest start to the latest finish of check records (parallel nodes overlap)."""
     starts, ends = [], []
     for rec in recs:
-        a, b = _parse(rec.get("started")), _parse(rec.get("finished"))
+        a, b = fmt.parse_time(rec.get("started")), fmt.parse_time(rec.get("finished"))
         if a is not None:
             starts.append(a)
         if b is not None:
@@ -183,7 +173,7 @@ def _fmt_metric(m: Mapping[str, Any]) -> str:
 
 
 def _timestamp(value: Any) -> Optional[str]:
-    t = _parse(value)
+    t = fmt.parse_time(value)
     return t.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S") if t else None
 
 
