@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
 POLICIES = ("all", "any", "first", "node0", "last")
-START_MODES = ("beginning", "end", "arm")
+START_MODES = ("auto", "beginning", "end", "arm")
 CONTEXT_LINES = 10
 MAX_EVENTS = 100
 PROBES = ("exit_code_file", "http", "artifact")
@@ -208,6 +208,7 @@ class HostRound:
     states: dict = field(default_factory=dict)
     events: list = field(default_factory=list)
     config_ok: bool = False
+    appeared: list = field(default_factory=list)
 
     def remember(self, lines: list[str]) -> None:
         if lines:
@@ -328,6 +329,12 @@ def config_problem(
             "complete.pattern, or an exit_code_file, http or artifact probe"
         )
     return None
+
+
+def never_appeared(paths: Iterable[str], appeared: Iterable[str]) -> str:
+    """'; <path> never appeared' for each log never found on the node (for timeout and stall messages)."""
+    seen = set(appeared)
+    return "".join(f"; {path} never appeared" for path in paths if path not in seen)
 
 
 def format_elapsed(seconds: float) -> str:

@@ -295,3 +295,13 @@ def test_format_elapsed() -> None:
     assert format_elapsed(5.9) == "5s"
     assert format_elapsed(65) == "1m05s"
     assert format_elapsed(3725) == "1h02m05s"
+
+
+# ---- never appeared (issue 15) ---------------------------------------------------------------------------
+
+
+def test_never_appeared_names_each_missing_path_in_order() -> None:
+    from ansible_collections.cvs.cluster.plugins.plugin_utils import _log_poll as lp
+
+    assert lp.never_appeared(["/a", "/b", "/c"], ["/b"]) == "; /a never appeared; /c never appeared"
+    assert lp.never_appeared(["/a"], ["/a"]) == ""
