@@ -8,7 +8,7 @@ trap 'rm -rf "$work"' EXIT
 dest="$work/ansible_collections/cvs/cluster"
 mkdir -p "$dest"
 # tracked and untracked-but-not-ignored files, as git sees them
-git ls-files -co --exclude-standard -z | xargs -0 -I{} cp --parents -P {} "$dest/" 2>/dev/null || true
+git -c safe.directory='*' ls-files -co --exclude-standard -z | xargs -0 -I{} cp --parents -P {} "$dest/" 2>/dev/null || true
 mkdir -p "$work/ansible_collections/community"
 cp -r "$root/.cache/collections/ansible_collections/community/." "$work/ansible_collections/community/"
 # ansible-test downloads a get-pip script from a host outside the package registries: use our shim

@@ -54,6 +54,7 @@ from ansible_collections.cvs.cluster.plugins.plugin_utils._log_poll_state import
     playbook_run_key,
     playbook_run_started,
 )
+from ansible_collections.cvs.cluster.plugins.plugin_utils._paths import path_component
 from ansible_collections.cvs.cluster.plugins.plugin_utils._reader_session import ReaderSession
 
 _READER_SOURCE: str | None = None
@@ -713,7 +714,8 @@ class ActionModule(ActionBase):
         save_dir = self._args.get("save_dir")
         if not save_dir:
             return None
-        return os.path.join(save_dir, self._host, label + ".log")
+        # one directory per host, whatever its name holds ('/', '..', 253-character FQDNs with a suffix)
+        return os.path.join(save_dir, path_component(self._host), path_component(label + ".log"))
 
     def _open_save_files(self, truncate: bool) -> None:
         for spec in self._logs:

@@ -17,6 +17,7 @@ from ansible_collections.cvs.cluster.plugins.plugin_utils._report import (
     stats,
     write_report,
 )
+from ansible_collections.cvs.cluster.plugins.plugin_utils._report_render import fleet_table
 
 ARGUMENT_SPEC: dict[str, Any] = {
     "results_dir": {"type": "path", "required": True},
@@ -25,7 +26,21 @@ ARGUMENT_SPEC: dict[str, Any] = {
     "hosts": {"type": "list", "elements": "str"},
     "complete": {"type": "bool", "default": True},
     "probe": {"type": "bool", "default": False},
+    "fleet": {"type": "dict"},
 }
+
+
+def _fleet_summary(record: Mapping[str, Any]) -> dict[str, Any]:
+    """The fleet comparison's part of the published summary (outlying nodes, their reasons, fact mismatches)."""
+    fleet = record.get("fleet")
+    if not fleet:
+        return {}
+    return {
+        "fleet_status": fleet["status"],
+        "outlier_nodes": fleet["outlier_nodes"],
+        "outliers": [{k: o[k] for k in ("node", "check", "metric", "reason")} for o in fleet["outliers"]][:50],
+        "fact_issues": [f["reason"] for f in fleet["facts"]],
+    }
 
 
 class ActionModule(ActionBase):
@@ -51,6 +66,7 @@ class ActionModule(ActionBase):
                 args["checks"],
                 self._nodes(task_vars, args["hosts"]),
                 complete=args["complete"],
+                fleet=args["fleet"] if args["fleet"] is not None else task_vars.get("cvs_fleet"),
             )
         except (ReportError, ValueError) as exc:
             result.update(failed=True, msg=str(exc))
@@ -59,7 +75,8 @@ class ActionModule(ActionBase):
         result.update(
             changed=True,
             files=record["files"],
-            summary=stats(record, run_dir),
+            summary={**stats(record, run_dir), **_fleet_summary(record)},
+            fleet_table=fleet_table(record),
             nodes={n: {c: r["status"] for c, r in row["checks"].items()} for n, row in record["nodes"].items()},
             msg=f"run {record['run_id']}: {record['summary']['status']} - {run_dir}/report.html",
         )

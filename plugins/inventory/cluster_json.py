@@ -17,6 +17,9 @@ description:
     C(username), C(head_node_dict), C(priv_key_file)), so other JSON inventories are left to other
     plugins. Or write a YAML inventory source with C(plugin: cvs.cluster.cluster_json) and C(path),
     which also takes the options below and the constructed options (C(compose), C(groups), C(keyed_groups))."
+  - "Values are plain data, as with ansible-core's own file inventories (C(ansible-inventory --list) and AWX's
+    inventory import see strings, not C(__ansible_unsafe) objects); a value holding template syntax
+    (C({{), C({%), C({#)) is kept untrusted and is never rendered."
   - "Every node becomes a host in group C(cvs_nodes), named by its C(hostname) attribute if it has one,
     else by its address; C(ansible_host) is the address. The head node becomes the only host of group
     C(cvs_head): option O(head), else C(head_node_dict.mgmt_ip), else the first node. The head must be
@@ -29,12 +32,17 @@ description:
     C(vpc_ip) to C(cvs_vpc_ip) (the address when missing or C(NA)), C(bmc_ip) to C(cvs_bmc_ip),
     C(rack_id) to C(cvs_rack_id), other node attributes to C(cvs_node_extra). Cluster-wide variables
     are group variables of C(cvs_nodes). Keys starting with C(_) are comments and ignored."
-  - "C(cvs_container) follows the collection's model C({lifetime, image, name, image_tar, env, ssh_port,
-    registry, runtime: {name, args}}). The runtime args C(network), C(ipc), C(ulimit) become
-    C(network_mode), C(ipc_mode), C(ulimits); C(runtime.args.registry) moves to C(cvs_container.registry).
-    The removed CVS switches C(container.enabled) and C(container.launch) are accepted with a deprecation
-    warning: C(launch: true) means lifetime C(per_run), C(launch: false) or C(enabled: false) means
-    C(no_launch)."
+  - "C(cvs_container) is the container model's normalised form (the same code cvs.cluster.prepare runs, see the
+    C(cvs.cluster.container_config) filter): C({lifetime, image, name, image_tar, env, ssh_port, registry,
+    runtime: {name, args}}). This plugin only maps what is particular to cluster files: comment keys are dropped,
+    C(orchestrator: docker|podman) sets C(runtime.name), an empty C(registry.server) means Docker Hub, and
+    container-level C(volumes) (older CVS files) join C(runtime.args.volumes). The CVS spellings C(network),
+    C(ipc), C(ulimit), C(runtime.args.registry) and the removed switches C(container.enabled) and
+    C(container.launch) (deprecation warning; C(launch: true) means lifetime C(per_run), C(launch: false) or
+    C(enabled: false) means C(no_launch)) are read by the model itself."
+  - "The container block is refused, naming its key path, on an unknown key (with the closest valid key), a
+    ulimit, device or volume in a form neither Docker nor CVS accepts, a missing image (or name for
+    C(no_launch)) or an unsupported runtime."
   - "C({user-id}) anywhere in the file (except in C(password)) is replaced by O(user_id)."
   - "The file is rejected, naming the key path at fault (for example C(node_dict.192.0.2.5.bmc_ip)), when
     a C(<changeme>) or template placeholder such as C({xx.xx.xx.xx|hostname}) is left, a node or key is
@@ -123,6 +131,7 @@ from ansible_collections.cvs.cluster.plugins.plugin_utils._cluster_json import (
     load_cluster_json,
     looks_like_cluster_file,
 )
+from ansible_collections.cvs.cluster.plugins.plugin_utils._inventory_trust import trusted_data
 
 # A YAML source names this plugin by its FQCN on a top-level "plugin:" line.
 _YAML_SOURCE_RE = re.compile(r"""^plugin:\s*["']?cvs\.cluster\.cluster_json["']?\s*(#.*)?$""", re.MULTILINE)
@@ -219,13 +228,13 @@ class InventoryModule(BaseInventoryPlugin, Constructable):
             self.inventory.add_group(group)
         group_vars = result["group_vars"][NODES_GROUP]
         for name, value in group_vars.items():
-            self.inventory.set_variable(NODES_GROUP, name, value)
+            self.inventory.set_variable(NODES_GROUP, name, trusted_data(value))
 
         strict = self.get_option("strict")
         for host, hostvars in result["hosts"].items():
             self.inventory.add_host(host, group=NODES_GROUP)
             for name, value in hostvars.items():
-                self.inventory.set_variable(host, name, value)
+                self.inventory.set_variable(host, name, trusted_data(value))
             # constructed options see the group variables too
             variables = {**group_vars, **hostvars, "inventory_hostname": host}
             self._set_composite_vars(self.get_option("compose"), variables, host, strict=strict)

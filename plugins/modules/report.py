@@ -49,9 +49,21 @@ options:
       otherwise. Use it before starting anything.
     type: bool
     default: false
+  fleet:
+    description:
+      - Options of the fleet comparison, which compares every node's metrics with the fleet median and flags a node
+        beyond the tolerance on the bad side as C(OUTLIER) (throughput-type metrics such as TFLOP/s or tokens/s
+        below the median, time-type metrics such as step time above it), and facts that differ between nodes
+        (ROCm and RVS versions, GPU model and count, kernel).
+      - C(tolerance) - fraction or percentage, default C(5%). C(fail_on_outlier) - default C(false); with C(true)
+        an outlying check that passed gets the status C(OUTLIER) and fails the run. C(metrics) - per metric name
+        C(higher), C(lower), C(ignore) or C({direction, tolerance}). C(enabled) - default C(true).
+      - Default - the variable C(cvs_fleet) when set, else the defaults above.
+    type: dict
 notes:
   - Statuses per node and check are C(PASS), C(FAIL), C(ERROR) (the check could not judge) and C(MISSING); metric
-    rows are C(PASS), C(FAIL) or C(RECORD) (recorded without a threshold).
+    rows are C(PASS), C(FAIL) or C(RECORD) (recorded without a threshold). With C(fail_on_outlier=true) in O(fleet)
+    also C(OUTLIER).
 attributes:
   check_mode:
     description: Can run in check_mode and return changed status prediction without modifying target.
@@ -88,12 +100,23 @@ files:
   sample: {results: /var/tmp/cvs-results/RUN/results.json, junit: /var/tmp/cvs-results/RUN/junit.xml,
            html: /var/tmp/cvs-results/RUN/report.html}
 summary:
-  description: Status of the run (C(PASS), C(FAIL), C(INCOMPLETE)), counts per status, failing and incomplete nodes.
+  description:
+    - Status of the run (C(PASS), C(FAIL), C(INCOMPLETE)), counts per status, failing and incomplete nodes.
+    - From the fleet comparison - C(fleet_status) (C(OK), C(OUTLIER), C(NOT_COMPARED)), C(outlier_nodes),
+      C(outliers) (node, check, metric, reason) and C(fact_issues) (facts that differ between nodes).
   returned: success, unless probe
   type: dict
   sample: {run_id: 20260101-120000-ab12, status: FAIL, complete: true,
            counts: {PASS: 5, FAIL: 1, ERROR: 0, MISSING: 0}, failing_nodes: [node2], incomplete_nodes: [],
            failures: [{node: node2, check: rvs, status: FAIL, reason: "..."}], results_dir: /var/tmp/cvs-results/RUN}
+fleet_table:
+  description: The fleet comparison as a few lines of text (metric, median, outlying nodes, fact mismatches) for the
+    console; empty without a comparison.
+  returned: success, unless probe
+  type: list
+  elements: str
+  sample: ["fleet comparison: OUTLIER (tolerance 5%, median of the fleet)", "  metric  median  outliers",
+           "  maxtext tflops_per_device  147.1 TFLOP/s  node2 -11.3%"]
 nodes:
   description: Status of every check per node.
   returned: success, unless probe

@@ -40,6 +40,8 @@ import re
 from collections.abc import Mapping
 from typing import Any, Optional
 
+from ansible_collections.cvs.cluster.plugins.plugin_utils._container import ContainerConfigError, normalize_container
+
 __all__ = [
     "ClusterFileError",
     "convert_cluster",
@@ -50,9 +52,6 @@ __all__ = [
 
 NODES_GROUP = "cvs_nodes"
 HEAD_GROUP = "cvs_head"
-DEFAULT_SSH_PORT = 2224
-LIFETIMES = ("per_run", "persistent", "no_launch")
-SUPPORTED_RUNTIMES = ("docker", "podman")
 
 USER_ID = "{user-id}"
 CHANGEME = "<changeme>"
@@ -74,13 +73,6 @@ _ORCHESTRATORS: dict[str, tuple[str, Optional[str]]] = {
     "enroot": ("container", "enroot"),
 }
 
-# runtime.args: CVS key -> cvs_container.runtime.args key
-_ARG_RENAMES = {"network": "network_mode", "ipc": "ipc_mode", "ulimit": "ulimits"}
-_ARG_LISTS = ("devices", "cap_add", "security_opt", "group_add", "volumes", "ulimits")
-_ARG_STRINGS = ("network_mode", "ipc_mode")
-_KNOWN_CONTAINER_KEYS = frozenset(
-    {"lifetime", "enabled", "launch", "image", "name", "image_tar", "env", "ssh_port", "runtime", "registry", "volumes"}
-)
 _KNOWN_NODE_KEYS = frozenset({"mgmt_ip", "hostname", "vpc_ip", "bmc_ip", "rack_id"})
 _KNOWN_TOP_KEYS = frozenset(
     {"username", "priv_key_file", "password", "head_node_dict", "node_dict", "env_vars", "orchestrator", "container"}
@@ -397,155 +389,81 @@ def _orchestrator(value: Any) -> tuple[str, Optional[str]]:
     return _ORCHESTRATORS[text]
 
 
-def _legacy_lifetime(container: Mapping[str, Any], out: dict[str, Any], notes: dict[str, list[str]]) -> None:
-    """Map the removed ``enabled``/``launch`` switches onto ``lifetime``."""
-    legacy = [key for key in ("enabled", "launch") if key in container]
-    if not legacy:
-        return
-    for key in legacy:
-        _expect(container[key], bool, _path("container", key), "true or false")
-    if container.get("enabled") is False or container.get("launch") is False:
-        mapped = "no_launch"
-    else:
-        mapped = "per_run"
-    keys = " and ".join(f"container.{key}" for key in legacy)
-    explicit = out.get("lifetime")
-    if explicit is not None and explicit != mapped:
-        raise ClusterFileError(
-            _path("container", legacy[-1]),
-            f"legacy {keys} means lifetime {mapped!r} but container.lifetime is {explicit!r}; delete the legacy key",
-        )
-    out["lifetime"] = mapped
-    message = (
-        f"{keys} {'is' if len(legacy) == 1 else 'are'} deprecated and mapped to cvs_container.lifetime "
-        f"{mapped!r} ('launch: true' -> 'per_run', 'launch: false' -> 'no_launch'); "
-        f'replace {"it" if len(legacy) == 1 else "them"} with "lifetime": "{mapped}"'
-    )
-    notes["warnings"].append(message)
-    notes["deprecations"].append(message)
-
-
-def _runtime_args(args: Any, field: str, out: dict[str, Any], notes: dict[str, list[str]]) -> dict[str, Any]:
-    if args is None:
-        return {}
-    _expect(args, Mapping, field, "a mapping of runtime arguments")
-    result: dict[str, Any] = {}
-    for key, value in args.items():
-        if _is_comment(key):
-            continue
-        where = _path(field, key)
-        if key == "registry":
-            out["registry"] = _registry(value, where)
-            continue
-        target = _ARG_RENAMES.get(key, key)
-        if target in _ARG_LISTS:
-            value = _str_list(value, where)
-        elif target in _ARG_STRINGS:
-            value = _text(value, where)
-        elif target == "privileged":
-            _expect(value, bool, where, "true or false")
-        elif target == "shm_size":
-            _expect(value, (str, int), where, "a size such as '64G' or a number of bytes")
-        elif target == "env":
-            value = _env(value, where)
-        else:
-            notes["warnings"].append(f"{where} is not a runtime argument cvs.cluster knows; passed through unchanged")
-        if target in result and result[target] != value:
-            raise ClusterFileError(where, f"conflicts with {_path(field, target)}; keep one of them")
-        result[target] = value
-    return result
-
-
-def _registry(value: Any, field: str) -> dict[str, str]:
-    _expect(value, Mapping, field, "a mapping with username, password_file and optional server")
-    if "password" in value:
-        raise ClusterFileError(
-            _path(field, "password"),
-            "inline registry passwords are not accepted; put the token in a file on each node and set password_file",
-        )
-    registry: dict[str, str] = {}
-    for key in ("username", "password_file"):
-        if key not in value:
-            raise ClusterFileError(_path(field, key), "is required for a registry login")
-        registry[key] = _text(value[key], _path(field, key))
-    server = value.get("server")
-    if not _unset(server):
-        registry["server"] = _text(server, _path(field, "server"))
-    return registry
+def _strip_comments(obj: Any) -> Any:
+    """The value without comment keys (``_``-prefixed) at any depth."""
+    if isinstance(obj, Mapping):
+        return {key: _strip_comments(value) for key, value in obj.items() if not _is_comment(key)}
+    if isinstance(obj, list):
+        return [_strip_comments(item) for item in obj]
+    return obj
 
 
 def _container(
     raw: Any, orchestrator: str, implied_runtime: Optional[str], notes: dict[str, list[str]]
 ) -> Optional[dict[str, Any]]:
+    """Map the file's container block onto cvs_container; the container model validates and normalises it.
+
+    Only cluster-file matters are handled here: comments, template placeholders, the runtime implied by
+    ``orchestrator``, and container-level ``volumes`` (older CVS files). Everything else, legacy
+    ``enabled``/``launch`` included, is the model's (plugins/plugin_utils/_container.py).
+    """
     if raw is not None:
         _expect(raw, Mapping, "container", "a mapping")
-    if not raw or all(_is_comment(key) for key in raw):
+    container = _strip_comments(raw or {})
+    if not container:
         if orchestrator == "container":
             raise ClusterFileError("container", "orchestrator is 'container' but the file has no container block")
         return None
-    out: dict[str, Any] = {}
-    if "lifetime" in raw:
-        lifetime = _text(raw["lifetime"], "container.lifetime")
-        if lifetime not in LIFETIMES:
-            raise ClusterFileError("container.lifetime", f"must be one of {', '.join(LIFETIMES)}, got {lifetime!r}")
-        out["lifetime"] = lifetime
-    _legacy_lifetime(raw, out, notes)
-    out.setdefault("lifetime", "per_run")
     for key in ("image", "name", "image_tar"):
-        if key in raw and not _unset(raw[key]):
-            field = _path("container", key)
-            out[key] = _no_template(_text(raw[key], field), field)
-    if "env" in raw:
-        out["env"] = _env(raw["env"], "container.env")
-    port = raw.get("ssh_port", DEFAULT_SSH_PORT)
-    if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
-        raise ClusterFileError("container.ssh_port", "must be a TCP port number (1-65535)")
-    out["ssh_port"] = port
-    if "registry" in raw:
-        out["registry"] = _registry(raw["registry"], "container.registry")
-
-    runtime_raw = raw.get("runtime") or {}
-    _expect(runtime_raw, Mapping, "container.runtime", "a mapping with name and args")
-    name = runtime_raw.get("name")
-    name = implied_runtime if _unset(name) else _text(name, "container.runtime.name").lower()
-    if implied_runtime and name != implied_runtime:
-        raise ClusterFileError(
-            "container.runtime.name", f"is {name!r} but orchestrator says {implied_runtime!r}; make them agree"
-        )
-    name = name or "docker"
-    if name not in SUPPORTED_RUNTIMES:
-        notes["warnings"].append(
-            f"container.runtime.name {name!r} is not supported by the cvs.cluster roles "
-            f"({', '.join(SUPPORTED_RUNTIMES)}); containers will not start"
-        )
-    args = _runtime_args(runtime_raw.get("args"), "container.runtime.args", out, notes)
-    if "volumes" in raw:  # container-level volumes (older CVS files): mounted like runtime.args.volumes
-        volumes = _str_list(raw["volumes"], "container.volumes")
-        args["volumes"] = volumes + [v for v in args.get("volumes", []) if v not in volumes]
-    for key in runtime_raw:
-        if key not in ("name", "args") and not _is_comment(key):
-            notes["warnings"].append(f"container.runtime.{key} is not used by cvs.cluster; ignored")
-    out["runtime"] = {"name": name, "args": args}
-
-    for key, value in raw.items():
-        if key not in _KNOWN_CONTAINER_KEYS and not _is_comment(key):
-            out[key] = value
-            notes["warnings"].append(f"container.{key} is not a key cvs.cluster knows; passed through unchanged")
-
-    if orchestrator == "container":
-        if out["lifetime"] == "no_launch" and "name" not in out:
-            raise ClusterFileError("container.name", "is required with lifetime 'no_launch' (the running container)")
-        if out["lifetime"] != "no_launch" and "image" not in out:
-            raise ClusterFileError("container.image", f"is required with lifetime {out['lifetime']!r}")
-        if out["lifetime"] == "persistent" and "name" not in out:
-            notes["warnings"].append(
-                "container.name is not set with lifetime 'persistent': pin a name so later runs find the container"
-            )
+        if isinstance(container.get(key), str):
+            _no_template(container[key], _path("container", key))
+    runtime = container.get("runtime")
+    if runtime is None:
+        runtime = container["runtime"] = {}
+    _expect(runtime, Mapping, "container.runtime", "a mapping with name and args")
+    name = runtime.get("name")
+    if _unset(name):
+        runtime.pop("name", None)
+        if implied_runtime:
+            runtime["name"] = implied_runtime
     else:
+        name = runtime["name"] = _text(name, "container.runtime.name").lower()
+        if implied_runtime and name != implied_runtime:
+            raise ClusterFileError(
+                "container.runtime.name", f"is {name!r} but orchestrator says {implied_runtime!r}; make them agree"
+            )
+    if "volumes" in container:  # container-level volumes (older CVS files): mounted like runtime.args.volumes
+        volumes = _str_list(container.pop("volumes"), "container.volumes")
+        args = runtime.get("args")
+        if args is None:
+            args = runtime["args"] = {}
+        _expect(args, Mapping, "container.runtime.args", "a mapping of runtime arguments")
+        key = "volume" if "volume" in args else "volumes"
+        given = args.get(key) or []
+        _expect(given, list, _path("container.runtime.args", key), "a list")
+        args[key] = volumes + [v for v in given if v not in volumes]
+    # CVS files write "server": "" for Docker Hub; the model wants the key left out
+    for holder in (container, runtime.get("args")):
+        registry = holder.get("registry") if isinstance(holder, Mapping) else None
+        if isinstance(registry, Mapping) and "server" in registry and _unset(registry["server"]):
+            holder["registry"] = {k: v for k, v in registry.items() if k != "server"}
+
+    warnings: list[str] = []
+    try:
+        normalized = normalize_container(container, warn=warnings.append, root="container")
+    except ContainerConfigError as exc:
+        raise ClusterFileError(exc.field, exc.message) from None
+    notes["warnings"].extend(warnings)
+    notes["deprecations"].extend(warnings)
+    if orchestrator != "container":
         notes["warnings"].append(
             "the file has a container block but orchestrator is 'baremetal': cvs_container is set but unused"
         )
-    return out
+    elif normalized["lifetime"] == "persistent" and "name" not in container:
+        notes["warnings"].append(
+            "container.name is not set with lifetime 'persistent': pin a name so later runs find the container"
+        )
+    return normalized
 
 
 # --------------------------------------------------------------------------

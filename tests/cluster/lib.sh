@@ -429,7 +429,7 @@ node_write_podman_config() {
 	dir=$(node_dir "$name")
 	var=$(node_var "$name")
 	mkdir -p "$var/containers" "$dir/containers"
-	# default_ulimits (DESIGN §4: nofile 20000, nproc 32768) must stay within
+	# default_ulimits (README, machine facts: nofile 20000, nproc 32768) must stay within
 	# the hard limits: containers cannot raise them (no CAP_SYS_RESOURCE)
 	nproc=$(ulimit -Hu)
 	if [[ $nproc == unlimited ]] || ((nproc > 32768)); then nproc=32768; fi

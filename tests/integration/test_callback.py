@@ -315,15 +315,34 @@ def test_terminal_hangup_falls_back_to_heartbeats(run_tmp: Path) -> None:
 # ---------------------------------------------------------------- ansible-runner
 
 
+def project_cfg_only(project: Path, mode: str, heartbeat: int) -> None:
+    """An AWX-style project whose ansible.cfg alone chooses the console (nothing in the environment)."""
+    project.mkdir(parents=True)
+    cfg = (ROOT / "ansible.cfg").read_text()
+    cfg = cfg.replace("./.cache/collections", str(ROOT / ".cache" / "collections"))
+    cfg = re.sub(r"(?m)^console = .*$", f"console = {mode}", cfg)
+    cfg = re.sub(r"(?m)^heartbeat = .*$", f"heartbeat = {heartbeat}", cfg)
+    assert "stdout_callback = cvs.cluster.cvs" in cfg and "cvs.cluster.runner_console" in cfg
+    (project / "ansible.cfg").write_text(cfg)
+
+
+@pytest.mark.parametrize("chosen_in", ["environment", "ansible.cfg"])
 @pytest.mark.parametrize("mode", ["quiet", "normal"])
-def test_ansible_runner_events_show_progress_without_spinner(mode: str, run_tmp: Path, monkeypatch: Any) -> None:
+def test_ansible_runner_events_show_progress_without_spinner(
+    mode: str, chosen_in: str, run_tmp: Path, monkeypatch: Any
+) -> None:
     env = console_env(mode, 1)
     for name in list(os.environ):
         if name.startswith(SCRUBBED_PREFIXES) or name in SCRUBBED or name == "JOB_ID":
             monkeypatch.delenv(name)
     monkeypatch.setenv("PATH", env["PATH"])
-    envvars = {k: env[k] for k in ("ANSIBLE_STDOUT_CALLBACK", "ANSIBLE_CONFIG", "CVS_CONSOLE", "CVS_HEARTBEAT")}
     (run_tmp / "runner").mkdir()
+    if chosen_in == "environment":
+        envvars = {k: env[k] for k in ("ANSIBLE_STDOUT_CALLBACK", "ANSIBLE_CONFIG", "CVS_CONSOLE", "CVS_HEARTBEAT")}
+    else:
+        # runner runs ansible-playbook in <private_data_dir>/project, where Ansible finds this ansible.cfg
+        project_cfg_only(run_tmp / "runner" / "project", mode, 1)
+        envvars = {}
     runner = ansible_runner.run(
         private_data_dir=str(run_tmp / "runner"),
         playbook=str(FIXTURES / "progress.yml"),

@@ -51,16 +51,20 @@ def test_verbose_console_shows_every_written_line_exactly_once(
                 "path": f"{sc.dir(host)}/{label}.log",
                 "host": f"{host}-{label}",
                 "seed": 300 + 10 * i + j,
-                "steps": [{"lines": [1, count], "chunk": [1, 3000], "seconds": 4}, {"write": "WRITER DONE\n"}],
+                "steps": [{"lines": [1, count], "chunk": [1, 3000], "seconds": 4}],
             }
-        specs["monitor"][host]["steps"].append({"sleep": 0.5})
+        # the monitor's marker completes the host; it is written only after the train log is finished, so the
+        # final drain must show every line of both (completion on any marker would race the slower writer)
+        train_done = f"{sc.dir(host)}/train.done"
+        specs["train"][host]["steps"] += [{"write": "WRITER DONE\n"}, {"file": train_done, "write": "1"}]
+        specs["monitor"][host]["steps"] += [{"wait_for": train_done, "timeout": 60}, {"write": "MONITOR DONE\n"}]
     for label in LINES:
         sc.writer(label, specs[label])
     sc.poll(
         "watch",
         {
             "logs": [{"path": "{{ lp_dir }}/train.log", "label": "train"}, "{{ lp_dir }}/monitor.log"],
-            "complete": {"pattern": "^WRITER DONE$", "policy": "all"},
+            "complete": {"pattern": "^MONITOR DONE$", "policy": "all"},
             "max_bytes": 65536,
         },
         delay=0.3,

@@ -36,8 +36,9 @@ def read_outputs(out_dir: Path) -> dict[str, dict]:
 
 @pytest.fixture
 def clean_engines(cluster, node_exec):
+    """Remove our container everywhere; yields what else each engine holds (other runs' leftovers)."""
     remove_everywhere(cluster, node_exec)
-    yield
+    yield {name: containers(node_exec, name) for name in cluster.names}
     remove_everywhere(cluster, node_exec)
 
 
@@ -128,7 +129,7 @@ def test_no_launch_never_starts_anything(cluster, run_playbook, node_exec, tmp_p
     assert proc.returncode != 0
     assert "is not running on node1, node2, node3" in proc.stdout
     for name in cluster.names:
-        assert containers(node_exec, name) == {}
+        assert containers(node_exec, name) == clean_engines[name]
 
 
 def test_dispose_with_a_node_down_cleans_the_others(
@@ -150,7 +151,7 @@ def test_bad_container_settings_name_the_field(cluster, run_playbook, node_exec,
         PLAYBOOKS / "prepare_only.yml", "container", {"cvs_container": bad, "out_dir": str(tmp_path)}, check=False
     )
     assert proc.returncode != 0
-    assert "cvs_container.runtime.args.shm_size must be" in proc.stdout
+    assert "cvs_container.runtime.args.shm_size: must be a size" in proc.stdout
     missing = container_settings(cluster, image="cvs-sim-node:does-not-exist")
     proc = run_playbook(
         PLAYBOOKS / "prepare_only.yml", "container", {"cvs_container": missing, "out_dir": str(tmp_path)}, check=False
@@ -158,7 +159,7 @@ def test_bad_container_settings_name_the_field(cluster, run_playbook, node_exec,
     assert proc.returncode != 0
     assert "cvs.cluster.prepare failed on node1, node2, node3" in proc.stdout
     for name in cluster.names:
-        assert containers(node_exec, name) == {}
+        assert containers(node_exec, name) == clean_engines[name]
 
 
 def test_unreachable_node_is_named_and_nothing_launched(
@@ -169,4 +170,4 @@ def test_unreachable_node_is_named_and_nothing_launched(
     assert proc.returncode != 0
     assert "node3: unreachable" in proc.stdout
     for name in cluster.names:
-        assert containers(node_exec, name) == {}
+        assert containers(node_exec, name) == clean_engines[name]

@@ -2,8 +2,10 @@
 
 One run (module fixture) of validate.yml through examples/run_from_python.py (ansible-runner's Python API) with
 an RVS fault on node2: the runner prints live log_poll progress and exits 1; the run directory holds results.json,
-junit.xml (valid against tests/integration/fixtures/report/junit.xsd) and report.html, which a headless chromium
-renders (screenshot kept under tests/output/report/). Needs Debian's ``chromium`` package on the controller.
+junit.xml (valid against tests/integration/fixtures/report/junit.xsd and Jenkins' junit-10.xsd in
+tests/unit/fixtures/) and report.html, which a headless chromium renders at 1400x900 and 390x844 (no horizontal
+scroll, the failing node named in the first screen, plots drawn; screenshots kept under tests/output/report/).
+Needs Debian's ``chromium`` package on the controller.
 A second test interrupts a run with SIGINT: the run disposes of its containers and keeps a report marked incomplete.
 """
 
@@ -15,6 +17,7 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
 import time
 import uuid
 import xml.etree.ElementTree as ET
@@ -25,10 +28,14 @@ import pytest
 import xmlschema
 import yaml
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))
+from report_browser import measure, screenshot
+
 REPO = Path(__file__).resolve().parents[2]
 PYTHON = REPO / ".venv" / "bin" / "python"
 EXAMPLE = REPO / "examples" / "run_from_python.py"
 XSD = Path(__file__).resolve().parent / "fixtures" / "report" / "junit.xsd"
+JUNIT10 = REPO / "tests" / "unit" / "fixtures" / "junit-10.xsd"
 CTL = REPO / "tests" / "cluster" / "ctl.sh"
 OUTPUT = REPO / "tests" / "output" / "report"
 FAULT = "/root/.cvs-stand-in/rvs.json"
@@ -124,8 +131,10 @@ def test_results_json_names_node_check_and_line(failed_run: dict[str, Any]) -> N
 def test_junit_validates_and_counts_one_failure(failed_run: dict[str, Any]) -> None:
     text = (failed_run["run_dir"] / "junit.xml").read_text()
     xmlschema.XMLSchema(str(XSD)).validate(text)
+    xmlschema.XMLSchema(str(JUNIT10)).validate(text)
     root = ET.fromstring(text)
     assert (root.get("tests"), root.get("failures"), root.get("errors")) == ("6", "1", "0")
+    assert root.get("skipped") is None and "." in (root.get("time") or "")
     failures = root.findall(".//testcase/failure/..")
     assert [(c.get("classname"), c.get("name")) for c in failures] == [("cvs.rvs", "node2")]
     assert "met: FALSE" in (failures[0].find("failure").text or "")  # type: ignore[union-attr]
@@ -156,7 +165,7 @@ def test_html_report_renders_in_headless_chromium(failed_run: dict[str, Any], tm
     assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", html)  # self-contained
     dom = _chromium("--dump-dom", page.as_uri(), tmp=tmp_path / "profile-dom").stdout
     rows = re.findall(r'<tr class="node" data-node="([^"]+)"', dom)
-    assert rows == NODES
+    assert rows == ["node2", "node1", "node3"]  # failing nodes first
     cells = re.findall(r'<td class="cell (\w+)" data-node="(\w+)" data-check="(\w+)"', dom)
     assert [c for c in cells if c[0] != "PASS"] == [("FAIL", "node2", "rvs")], cells
     assert len(cells) == 6
@@ -166,6 +175,24 @@ def test_html_report_renders_in_headless_chromium(failed_run: dict[str, Any], tm
     _chromium(f"--screenshot={shot}", "--window-size=1600,1400", page.as_uri(), tmp=tmp_path / "profile-shot")
     assert shot.stat().st_size > 10_000
     shutil.copy(page, OUTPUT / "report.html")
+
+
+@pytest.mark.parametrize(("width", "height"), [(1400, 900), (390, 844)])
+def test_html_report_fits_desktop_and_phone(
+    failed_run: dict[str, Any], tmp_path: Path, width: int, height: int
+) -> None:
+    """The report of the real run: no horizontal scroll, node2 and its offending RVS line in the first screen, the
+    loss/step-time/throughput plots and the RVS per-GPU grid drawn."""
+    page = failed_run["run_dir"] / "report.html"
+    m = measure(page, width, height, tmp_path)
+    assert m["innerWidth"] == width and m["scrollWidth"] <= m["innerWidth"], m["wide"]
+    first = "\n".join(m["first"])
+    assert "node2" in first and "met: FALSE" in first and "1 of 3 node(s) failing: node2" in first, first[:2000]
+    plots = {p["id"]: p for p in m["plots"]}
+    for fid in ("plot-loss-maxtext", "plot-steptime-maxtext", "plot-maxtext-tflops_per_device", "plot-rvs-gpus"):
+        assert fid in plots and plots[fid]["marks"] > 3, sorted(plots)
+    shot = screenshot(page, width, height, OUTPUT / f"real-run-{width}x{height}.png", tmp_path)
+    assert shot.stat().st_size > 10_000
 
 
 def test_sigint_disposes_and_keeps_partial_results(cluster: Any, tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from ansible_collections.cvs.cluster.plugins.filter.container import FilterModule as ContainerFilters
 from ansible_collections.cvs.cluster.plugins.inventory.cluster_json import InventoryModule
 from ansible_collections.cvs.cluster.plugins.plugin_utils._cluster_json import (
     ClusterFileError,
@@ -19,6 +20,7 @@ from ansible_collections.cvs.cluster.plugins.plugin_utils._cluster_json import (
     load_cluster_json,
     looks_like_cluster_file,
 )
+from ansible_collections.cvs.cluster.plugins.plugin_utils._container import normalize_container
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "cluster_json"
@@ -257,13 +259,19 @@ def test_empty_fixture_and_missing_node_dict() -> None:
         ({"container": ["docker"]}, "container", "a mapping"),
         ({"container": {"runtime": "docker"}}, "container.runtime", "a mapping"),
         ({"container": {"runtime": {"args": ["--privileged"]}}}, "container.runtime.args", "a mapping"),
-        ({"container": {"runtime": {"args": {"volumes": "/a:/a"}}}}, "container.runtime.args.volumes", "a list"),
-        ({"container": {"runtime": {"args": {"privileged": "yes"}}}}, "container.runtime.args.privileged", "true or"),
+        ({"container": {"runtime": {"args": {"volumes": {"a": 1}}}}}, "container.runtime.args.volumes", "a list"),
+        (
+            {"container": {"runtime": {"args": {"ulimit": ["memlock"]}}}},
+            "container.runtime.args.ulimit[0]",
+            "name=soft",
+        ),
+        ({"container": {"image": "i", "lifetme": "no_launch"}}, "container.lifetme", "did you mean 'lifetime'?"),
+        ({"container": {"runtime": {"args": {"privileged": "maybe"}}}}, "container.runtime.args.privileged", "true or"),
         ({"container": {"runtime": {"args": {"shm_size": True}}}}, "container.runtime.args.shm_size", "size"),
         ({"container": {"runtime": {"args": {"env": [1]}}}}, "container.runtime.args.env", "mapping"),
-        ({"container": {"lifetime": "forever"}}, "container.lifetime", "per_run, persistent, no_launch"),
+        ({"container": {"lifetime": "forever"}}, "container.lifetime", "valid values: no_launch, per_run, persistent"),
         ({"container": {"ssh_port": 0}}, "container.ssh_port", "TCP port"),
-        ({"container": {"launch": "yes"}}, "container.launch", "true or false"),
+        ({"container": {"launch": "maybe"}}, "container.launch", "true or false"),
         ({"orchestrator": "kubernetes"}, "orchestrator", "unknown orchestrator"),
     ],
 )
@@ -281,43 +289,40 @@ def test_container_file_maps_to_cvs_container() -> None:
     group_vars = result["group_vars"]["cvs_nodes"]
     assert group_vars["cvs_orchestrator"] == "container"
     assert group_vars["cvs_env"] == {}
-    assert group_vars["cvs_container"] == {
+    container = group_vars["cvs_container"]
+    # the inventory hands on the container model's normalised form
+    assert normalize_container(container) == container
+    assert {k: container[k] for k in ("lifetime", "image", "name", "image_tar", "env", "ssh_port")} == {
         "lifetime": "persistent",
         "image": "rocm/cvs:latest",
         "name": "cvs_bob",
         "image_tar": "/shared/images/cvs.tar",
         "env": {"GPUS": "8", "MULTINODE": "true"},
         "ssh_port": 2224,
-        "registry": {"username": "myuser", "password_file": "/home/bob/.docker_token"},
-        "runtime": {
-            "name": "docker",
-            "args": {
-                "network_mode": "host",
-                "ipc_mode": "host",
-                "privileged": True,
-                "shm_size": "128G",
-                "volumes": ["/home/bob/data:/data:ro"],
-                "devices": ["/dev/kfd", "/dev/dri"],
-                "env": {"HIP_VISIBLE_DEVICES": "0,1"},
-                "cap_add": ["SYS_PTRACE"],
-                "security_opt": ["seccomp=unconfined"],
-                "group_add": ["video"],
-                "ulimits": ["memlock=-1"],
-            },
-        },
     }
+    assert container["registry"] == {"username": "myuser", "password_file": "/home/bob/.docker_token"}
+    args = container["runtime"]["args"]
+    assert container["runtime"]["name"] == "docker"
+    assert (args["network_mode"], args["ipc_mode"], args["privileged"], args["shm_size"]) == (
+        "host",
+        "host",
+        True,
+        "128G",
+    )
+    assert args["volumes"] == ["/home/bob/data:/data:ro"]
+    assert [d["path_on_host"] for d in args["devices"]] == ["/dev/kfd", "/dev/dri", "/dev/infiniband"]
+    assert args["env"] == {"HIP_VISIBLE_DEVICES": "0,1"}
+    assert args["cap_add"] == ["SYS_PTRACE", "IPC_LOCK", "SYS_ADMIN"]
+    assert {"name": "memlock", "soft": -1, "hard": -1} in args["ulimits"]
+    assert "registry" not in args and "network" not in args and "ulimit" not in args
     assert result["warnings"] == []
 
 
 def test_container_defaults() -> None:
     data = minimal(orchestrator="container", container={"image": "rocm/cvs:latest"})
     container = convert(data)["group_vars"]["cvs_nodes"]["cvs_container"]
-    assert container == {
-        "lifetime": "per_run",
-        "image": "rocm/cvs:latest",
-        "ssh_port": 2224,
-        "runtime": {"name": "docker", "args": {}},
-    }
+    assert container == normalize_container({"image": "rocm/cvs:latest"})
+    assert container["lifetime"] == "per_run" and container["runtime"]["name"] == "docker"
 
 
 @pytest.mark.parametrize(
@@ -433,11 +438,13 @@ def test_runtime_arg_conflict_and_unknown_args() -> None:
     conflict = minimal(container={"image": "i", "runtime": {"args": {"network": "host", "network_mode": "bridge"}}})
     assert error_of(conflict).field == "container.runtime.args.network_mode"
     same = minimal(container={"image": "i", "runtime": {"args": {"network": "host", "network_mode": "host"}}})
-    assert convert(same)["group_vars"]["cvs_nodes"]["cvs_container"]["runtime"]["args"] == {"network_mode": "host"}
+    assert convert(same)["group_vars"]["cvs_nodes"]["cvs_container"]["runtime"]["args"]["network_mode"] == "host"
     unknown = minimal(container={"image": "i", "runtime": {"args": {"pids_limit": 100}}})
-    result = convert(unknown)
-    assert result["group_vars"]["cvs_nodes"]["cvs_container"]["runtime"]["args"] == {"pids_limit": 100}
-    assert any("pids_limit" in message for message in result["warnings"])
+    error = error_of(unknown)
+    assert error.field == "container.runtime.args.pids_limit"
+    assert "is not a supported runtime argument" in str(error)
+    typo = minimal(container={"image": "i", "runtime": {"args": {"ulimits": ["memlock=-1"], "privilegd": True}}})
+    assert "did you mean 'privileged'?" in str(error_of(typo))
 
 
 def test_container_level_volumes_join_runtime_volumes() -> None:
@@ -452,14 +459,16 @@ def test_inline_registry_password_is_refused_without_echo() -> None:
     assert error.field == "container.registry.password"
     assert "tok3n-value" not in str(error)
     missing = minimal(container={"image": "i", "runtime": {"args": {"registry": {"username": "u"}}}})
-    assert error_of(missing).field == "container.runtime.args.registry.password_file"
+    error = error_of(missing)
+    assert error.field == "container.runtime.args.registry"
+    assert "password_file" in str(error)
 
 
-def test_unsupported_runtime_warns() -> None:
+def test_unsupported_runtime_is_refused() -> None:
     data = minimal(orchestrator="enroot", container={"image": "i"})
-    result = convert(data)
-    assert result["group_vars"]["cvs_nodes"]["cvs_container"]["runtime"]["name"] == "enroot"
-    assert any("'enroot' is not supported" in message for message in result["warnings"])
+    error = error_of(data)
+    assert error.field == "container.runtime.name"
+    assert "'enroot'" in str(error) and "docker, podman" in str(error)
 
 
 def test_input_is_not_modified() -> None:
@@ -690,3 +699,27 @@ def test_group_vars_beside_the_source_override_the_file(tmp_path: Path) -> None:
     assert hostvars["ansible_user"] == "ops"
     assert hostvars["cvs_become"] is False
     assert hostvars["cvs_vpc_ip"] == "192.0.2.13"
+
+
+def test_every_example_passes_the_inventory_plugin_and_the_container_filter() -> None:
+    """What prepare's first task does with each shipped example: no example may fail there."""
+    container_config = ContainerFilters().filters()["container_config"]
+    checked = []
+    for example in EXAMPLE_FILES:
+        listing, stderr = run_inventory(example)
+        assert "ERROR" not in stderr, stderr
+        for host in group_hosts(listing, "cvs_nodes"):
+            hostvars = listing["_meta"]["hostvars"][host]
+            if hostvars["cvs_orchestrator"] != "container":
+                continue
+            normalized = container_config(hostvars["cvs_container"], host=host)
+            assert normalize_container(normalized) == normalized
+            assert normalized["lifetime"] in ("per_run", "persistent", "no_launch")
+            assert {u["name"] for u in normalized["runtime"]["args"]["ulimits"]} >= {"memlock"}
+            checked.append((example.name, host))
+    assert {name for name, _ in checked} == {
+        "container.yml",
+        "three-node.yml",
+        "legacy-cluster.json",
+        "legacy-cluster.yml",
+    }

@@ -30,7 +30,7 @@ from ansible_collections.cvs.cluster.plugins.plugin_utils._console import (
 
 
 def poll_result(**over: Any) -> dict[str, Any]:
-    """A log_poll round result as the action plugin returns it (contract in the issue / DESIGN §3.2)."""
+    """A log_poll round result as the action plugin returns it (its RETURN block, plugins/modules/log_poll.py)."""
     result: dict[str, Any] = {
         "finished": False,
         "failed": False,

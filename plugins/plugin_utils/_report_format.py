@@ -1,0 +1,114 @@
+"""Human formatting of report values (controller only, pure logic).
+
+Used by the renderers (junit.xml, report.html, the console table) and by the
+fleet comparison's messages, so a number reads the same everywhere: units
+where the metric name says what it measures, a sensible number of significant
+digits, durations as ``1.2 s`` / ``3 min 04 s``, booleans as yes/no, empty
+lists as a dash.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any, Optional
+
+# metric name pattern -> unit, first match wins
+_UNITS = (
+    (re.compile(r"tflop", re.I), "TFLOP/s"),
+    (re.compile(r"gflop", re.I), "GFLOP/s"),
+    (re.compile(r"tokens?", re.I), "tokens/s"),
+    (re.compile(r"gbps|bandwidth", re.I), "GB/s"),
+    (re.compile(r"(^|_)(time|seconds|latency|duration)|step_time", re.I), "s"),
+    (re.compile(r"memory_gib", re.I), "GiB"),
+)
+_DURATION = re.compile(r"^(?:(\d+) days?, )?(\d+):(\d\d):(\d\d(?:\.\d+)?)$")
+
+
+def unit_of(metric: Any) -> str:
+    """The unit a metric's name implies ('' when none does)."""
+    name = str(metric or "")
+    for pattern, unit in _UNITS:
+        if pattern.search(name):
+            return unit
+    return ""
+
+
+def is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def number(value: float, digits: int = 4) -> str:
+    """``value`` with ``digits`` significant digits, no exponent for everyday magnitudes, no trailing zeros."""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int):
+        return f"{value:,}" if abs(value) >= 100000 else str(value)
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "+inf" if value > 0 else "-inf"
+    if value == 0:
+        return "0"
+    mag = math.floor(math.log10(abs(value)))
+    if mag >= 15 or mag < -4:
+        return f"{value:.{digits - 1}e}"
+    if mag >= digits:
+        return f"{value:,.0f}"
+    decimals = max(0, digits - 1 - mag)
+    text = f"{value:.{decimals}f}"
+    if "." in text:
+        text = text.rstrip("0").rstrip(".")
+    return text
+
+
+def seconds_from(value: Any) -> Optional[float]:
+    """Seconds from a number or an ``H:MM:SS[.ffffff]`` text (Ansible's ``delta``), else None."""
+    if is_number(value):
+        return float(value)
+    if isinstance(value, str):
+        m = _DURATION.match(value.strip())
+        if m:
+            days, h, mi, s = m.groups()
+            return int(days or 0) * 86400 + int(h) * 3600 + int(mi) * 60 + float(s)
+    return None
+
+
+def duration(value: Any) -> str:
+    """``0.03 s``, ``12.4 s``, ``3 min 04 s``, ``1 h 02 min``; '' for None; other text unchanged."""
+    secs = seconds_from(value)
+    if secs is None:
+        return "" if value is None else str(value)
+    if not math.isfinite(secs):
+        return number(secs)
+    if secs < 60:
+        return f"{number(secs, 2 if secs < 1 else 3)} s"
+    if secs < 3600:
+        return f"{int(secs // 60)} min {int(secs % 60):02d} s"
+    return f"{int(secs // 3600)} h {int(secs % 3600 // 60):02d} min"
+
+
+def value(v: Any, metric: Any = None) -> str:
+    """A metric or fact value for people: number with the metric's unit, duration, yes/no, lists joined."""
+    if v is None:
+        return "\u2014"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, (list, tuple)):
+        return ", ".join(value(x) for x in v) if v else "\u2014"
+    if isinstance(v, dict):
+        return ", ".join(f"{k} {value(x)}" for k, x in v.items()) if v else "\u2014"
+    unit = unit_of(metric)
+    if unit == "s" or (isinstance(v, str) and _DURATION.match(v.strip())):
+        return duration(v)
+    if is_number(v):
+        text = number(v)
+        return f"{text} {unit}" if unit and math.isfinite(v) else text
+    return str(v)
+
+
+def percent(fraction: float) -> str:
+    """A signed percentage (``-15.0%``, ``+2.1%``) of a fraction."""
+    if not math.isfinite(fraction):
+        return number(fraction)
+    return f"{fraction * 100:+.1f}%"
