@@ -528,10 +528,12 @@ class ActionModule(ActionBase):
             if log.get("lost"):
                 lost = log["lost"]
                 events.append("lost")
-                self._warnings.append(
+                warning = (
                     f"{self._host}: {spec.path}: at least {lost['bytes']} bytes were never read and are lost "
                     f"({lost['why']})"
                 )
+                self._warnings.append(warning)
+                state.warnings.append(warning)
             if log_state == "ok":
                 state.cursors[spec.path] = _cursor_of(log)
                 sizes[spec.path] = log["size"]
@@ -672,9 +674,11 @@ class ActionModule(ActionBase):
         return self._with_warnings(result)
 
     def _with_warnings(self, result: dict) -> dict:
-        """The round's result with this round's warnings (lost bytes) added."""
-        if self._warnings:
-            result["warnings"] = list(result.get("warnings") or []) + self._warnings
+        """The round's result with this round's warnings (lost bytes) added; a final result carries those of
+        every round (Ansible shows the warnings of a task's last result only)."""
+        warnings = self._state.warnings if result.get("finished") else self._warnings
+        if warnings:
+            result["warnings"] = list(result.get("warnings") or []) + list(warnings)
         return result
 
     def _abort(self, result: dict, verdict: dict) -> dict:

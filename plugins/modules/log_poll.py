@@ -123,7 +123,7 @@ options:
     description:
       - Where a log without a cursor starts. C(auto) (the default; it was C(beginning) in 0.1.0) at
         byte 0, unless the log was last modified before this C(ansible-playbook) run started (it holds nothing of
-        this run: event C(stale)), then like C(end). C(beginning) at byte 0 whatever the log holds; C(end) at the
+        this run, event C(stale)), then like C(end). C(beginning) at byte 0 whatever the log holds; C(end) at the
         end of the last complete line present at the first read. A log that does not exist at the first read is
         new, so it is read from its first byte when it appears.
       - C(auto) compares the log's modification time on the node with the run's start on the controller, through
@@ -304,7 +304,7 @@ log_states:
     - C(state) is C(ok), C(missing), C(directory) or C(unreadable) (with C(error)); C(events) lists what happened
       this round (C(rotated), C(truncated), C(lost), C(stale), C(long_line_split), C(appeared), C(disappeared),
       C(readable)); C(more) is true when O(max_bytes) cut the read short; C(lost_bytes) counts the bytes lost
-      this round (at least that many: the file went away with them unread).
+      this round (at least that many, the file went away with them unread).
   returned: always
   type: list
   elements: dict

@@ -210,6 +210,10 @@ def log_event_notes(host: str, result: Mapping[str, Any]) -> list[str]:
             continue
         for event in state.get("events") or []:
             where = prefix(host, log_label(state))
+            if event == "lost" and isinstance(state.get("lost_bytes"), int):
+                notes.append(f"[cvs] {where} {state['lost_bytes']} bytes of log lines were lost (their file went "
+                             "away before they were read)")  # fmt: skip
+                continue
             if event in _EVENT_NOTES:
                 notes.append(f"[cvs] {where} {_EVENT_NOTES[event]}")
                 continue

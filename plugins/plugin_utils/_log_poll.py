@@ -209,6 +209,8 @@ class HostRound:
     events: list = field(default_factory=list)
     config_ok: bool = False
     appeared: list = field(default_factory=list)
+    # warnings of every round (lost bytes), repeated in the final result so that Ansible shows them
+    warnings: list = field(default_factory=list)
 
     def remember(self, lines: list[str]) -> None:
         if lines:

@@ -192,6 +192,8 @@ def test_a_late_traceback_gets_the_same_verdict_and_full_copies_on_every_host(
         for h in lp_target.hosts
     }
     sc.writer("job", specs)
+    # the whole log is there before the first round (else the group could complete on the marker alone)
+    sc.shell("wait for the writer", "until grep -q '^RuntimeError: boom$' {{ lp_dir }}/job.log; do sleep 0.1; done")
     sc.poll(
         "watch",
         {
