@@ -41,6 +41,7 @@ from ansible_collections.cvs.cluster.plugins.plugin_utils._log_poll import (
     effective_group,
     format_elapsed,
     never_appeared,
+    no_space_left,
     normalize_logs,
     normalize_policy,
     policy_decided,
@@ -480,6 +481,8 @@ class ActionModule(ActionBase):
                 completed, failure = probe_outcome(reply, self._complete, state.marker_seen, caught_up)
                 if completed:
                     store.mark_complete(self._host)
+                elif failure is None and self._host not in store.completed():
+                    failure = no_space_left(self._host, reply, self._complete.get("exit_code_file"))
         if failure is None:
             failure = self._deadlines(now, result)
         if failure:

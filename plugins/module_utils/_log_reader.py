@@ -346,6 +346,19 @@ def read_log(spec: dict, max_bytes: int, start: str, fresh_after: "float | None"
         os.close(fd)
 
 
+def fs_full(path: str) -> "dict | None":
+    """The file system holding path (its directory) when it has no space or no inode left for an unprivileged
+    writer: ``{"free", "size", "free_inodes"}`` (bytes, bytes, count); None when it has room or cannot be read."""
+    try:
+        st = os.statvfs(os.path.dirname(path) or ".")
+    except OSError:
+        return None
+    # f_files == 0: a file system that counts no inodes (btrfs) never runs out of them
+    if st.f_bavail > 0 and (st.f_favail > 0 or st.f_files == 0):
+        return None
+    return {"free": st.f_bavail * st.f_frsize, "size": st.f_blocks * st.f_frsize, "free_inodes": st.f_favail}
+
+
 def probe_exit_code(path: str) -> dict:
     try:
         with open(path, "rb") as fh:
@@ -355,7 +368,7 @@ def probe_exit_code(path: str) -> dict:
     except OSError as exc:
         return {"present": False, "error": str(exc)}
     if not text:
-        return {"present": False}
+        return {"present": False, "empty": True}
     try:
         return {"present": True, "code": int(text.split()[0])}
     except ValueError:
@@ -409,6 +422,10 @@ def run_round(request: dict) -> dict:
         if request.get("exit_code_file"):
             current["what"] = "reading exit code file " + request["exit_code_file"]
             reply["exit_code"] = probe_exit_code(request["exit_code_file"])
+            if not reply["exit_code"].get("present"):
+                full = fs_full(request["exit_code_file"])
+                if full:
+                    reply["exit_code"]["full"] = full
         if request.get("http"):
             current["what"] = "probing " + request["http"]["url"]
             reply["http"] = probe_http(request["http"]["url"], float(request["http"].get("timeout", 5)))
@@ -417,7 +434,11 @@ def run_round(request: dict) -> dict:
             reply["artifact"] = probe_artifact(request["artifact"]["path"])
         for spec in request.get("logs", []):
             current["what"] = "reading " + spec["path"]
-            reply["logs"].append(read_log(spec, max_bytes, start, fresh_after))
+            log = read_log(spec, max_bytes, start, fresh_after)
+            full = fs_full(spec["path"])
+            if full:
+                log["full"] = full
+            reply["logs"].append(log)
     except ReadTimeout:
         return {"timeout": f"cmd_timeout ({timeout}s) expired while {current['what']}"}
     finally:

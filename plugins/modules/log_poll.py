@@ -32,6 +32,10 @@ description:
     group decides. After the group decides, and when another host failed, every host reads to the end of its logs
     and scans what it finds, so its O(save_dir) copy holds every byte there was and an error it shows fails it
     with its own RV(error), the same verdict on every host that shows the error.
+  - A host whose log sits on a file system with no space (or no inode) left, and did not grow this round, fails
+    at once with C(no space left on device on <host>), naming the path and the file system's free bytes, size and
+    free inodes (instead of waiting for O(stall_timeout)); so does a missing or empty O(complete.exit_code_file)
+    on a full file system.
   - Each round runs the completion probes on the node before it reads the logs, so whatever the job wrote before its
     exit code, health answer or artifact appeared is scanned in the same round.
   - A transport failure (unreachable host, timeout, output that is not a reply of the reader) never moves a cursor;

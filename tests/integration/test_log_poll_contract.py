@@ -342,3 +342,56 @@ def test_a_log_that_never_appears_is_named_when_the_poll_times_out(lp_target: Ta
                 result["msg"],
             ), result["msg"]
     assert any(out.result("watch", h)["timed_out"] for h in lp_target.hosts)
+
+
+@pytest.mark.parametrize("lp_target", ["baremetal"], indirect=True)
+def test_a_full_disk_on_a_node_fails_as_no_space_left_not_stalled(lp_target: Target, tmp_path: Path) -> None:
+    """The job's directory on one node is a 64 KiB file system that the job fills: its log stops growing and its
+    exit code file is left empty (ENOSPC). The poll must fail that host at once as "no space left", naming the
+    host, the log and the file system's numbers, not wait for stall_timeout (900 s, as the maxtext role sets
+    it) and say "stalled". Baremetal only: the node's file system is the point (in a container the log lives on
+    the container's file system, read by the same code)."""
+    if lp_target.local:
+        pytest.fail("needs the simulated cluster (a file system mounted in one node's namespace)")
+    full = lp_target.hosts[1]
+    disk = "/tmp/cvs-lp-full"
+    sc = Scenario(lp_target, tmp_path, "disk-full")
+    lp_target.node_exec(full, f"umount {disk} 2>/dev/null; mkdir -p {disk} && mount -t tmpfs -o size=64k tmpfs {disk}")
+    try:
+        others = [h for h in lp_target.hosts if h != full]
+        for host in others:
+            lp_target.node_exec(host, f"rm -rf {disk} && mkdir -p {disk}")
+        sc.writer(
+            "job",
+            {h: {"path": f"{disk}/job.log", "host": h, "steps": [{"ticks": 600, "every": 0.1}]} for h in others},
+        )
+        job = (
+            f"d={disk}; echo 'step 1' >> $d/job.log; head -c 1048576 /dev/zero > $d/checkpoint; "
+            "echo 'step 2' >> $d/job.log; echo 1 > $d/exit_code; df -k $d; exit 0"
+        )
+        sc.shell("a job that fills its disk", job, when=f"inventory_hostname == {full!r}")
+        sc.poll(
+            "watch",
+            {
+                "logs": [f"{disk}/job.log"],
+                "complete": {"pattern": "^DONE$", "exit_code_file": f"{disk}/exit_code"},
+                "stall_timeout": 900,
+                "timeout": 60,
+            },
+            delay=0.5,
+        )
+        out = sc.run()
+        df = lp_target.node_exec(full, f"stat -f -c '%a %b %S' {disk}; cat {disk}/exit_code | wc -c").stdout.split()
+    finally:
+        lp_target.node_exec(full, f"umount {disk}; rmdir {disk}")
+    assert df[0] == "0" and df[3] == "0", df  # the file system is full and the exit code file empty
+    result = out.result("watch", full)
+    assert result["failed"] and not result["stalled"] and not result["timed_out"], result["msg"]
+    assert re.fullmatch(
+        rf"no space left on device on {re.escape(full)}: the file system \(0 bytes free of {int(df[1]) * int(df[2])}, "
+        rf"\d+ inodes free\) holds {disk}/job\.log; the log cannot grow",
+        result["msg"],
+    ), result["msg"]
+    assert out.lines("watch", full) in (["step 1"], ["step 1", "step 2"])  # as far as the page it began
+    for host in others:
+        assert out.result("watch", host)["aborted_by"] == full, out.result("watch", host)["msg"]

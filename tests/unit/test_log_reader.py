@@ -549,3 +549,20 @@ def test_a_kept_reader_ends_when_nothing_comes_for_its_idle_timeout(tmp_path: Pa
     proc.stdin.flush()
     assert reader.END_OF_REPLY in proc.stdout.readline().decode() + proc.stdout.readline().decode()
     assert proc.wait(timeout=30) == 0  # stdin still open: it ended on its own
+
+
+def test_fs_full_reports_a_file_system_without_space_or_inodes(monkeypatch, tmp_path) -> None:
+    assert reader.fs_full(str(tmp_path / "job.log")) is None  # the test's own file system has room
+    assert reader.fs_full("/nonexistent-dir/job.log") is None
+
+    def fake(free_blocks: int, free_inodes: int, files: int = 100):
+        return lambda _p: os.statvfs_result((4096, 4096, 16, 0, free_blocks, files, 0, free_inodes, 0, 255))
+
+    monkeypatch.setattr(reader.os, "statvfs", fake(0, 10))
+    assert reader.fs_full("/d/job.log") == {"free": 0, "size": 65536, "free_inodes": 10}
+    monkeypatch.setattr(reader.os, "statvfs", fake(3, 0))
+    assert reader.fs_full("/d/job.log") == {"free": 12288, "size": 65536, "free_inodes": 0}
+    monkeypatch.setattr(reader.os, "statvfs", fake(3, 0, files=0))  # no inode accounting (btrfs)
+    assert reader.fs_full("/d/job.log") is None
+    monkeypatch.setattr(reader.os, "statvfs", fake(3, 5))
+    assert reader.fs_full("/d/job.log") is None
