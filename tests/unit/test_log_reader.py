@@ -323,7 +323,7 @@ def test_exit_code_probe(tmp_path: Path) -> None:
     path = tmp_path / "rc"
     assert reader.probe_exit_code(str(path)) == {"present": False}
     path.write_text("")
-    assert reader.probe_exit_code(str(path)) == {"present": False}
+    assert reader.probe_exit_code(str(path)) == {"present": False, "empty": True}  # a job that died writing it
     path.write_text("3\n")
     assert reader.probe_exit_code(str(path)) == {"present": True, "code": 3}
     path.write_text("oops")
