@@ -20,7 +20,7 @@ description:
     while the new file is still empty; then the cursor restarts at 0 of the new file. After several rotations
     between two rounds, every file rotated since (named like the log, not compressed, last written after the one
     drained) is read too, oldest first. When the file the cursor was on is gone, the bytes it had and that were
-    not read yet are reported lost (event C(lost), RV(log_states[].lost_bytes) and a warning naming the host, the
+    not read yet are reported lost (event C(lost), C(lost_bytes) in RV(log_states) and a warning naming the host, the
     path and the byte count). Bytes are split on newlines before decoding (UTF-8, invalid bytes replaced, a
     trailing carriage return dropped).
   - Completion only counts markers in bytes read by this poll, never a grep of the whole file. With the default
