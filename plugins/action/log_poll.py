@@ -16,6 +16,7 @@ import json
 import math
 import os
 import shlex
+import threading
 import time
 from typing import Any, Mapping
 
@@ -39,6 +40,8 @@ from ansible_collections.cvs.cluster.plugins.plugin_utils._log_poll import (
     decode_line,
     effective_group,
     format_elapsed,
+    never_appeared,
+    no_space_left,
     normalize_logs,
     normalize_policy,
     policy_decided,
@@ -50,6 +53,7 @@ from ansible_collections.cvs.cluster.plugins.plugin_utils._log_poll_state import
     StateStore,
     digest,
     playbook_run_key,
+    playbook_run_started,
 )
 from ansible_collections.cvs.cluster.plugins.plugin_utils._paths import path_component
 from ansible_collections.cvs.cluster.plugins.plugin_utils._reader_session import ReaderSession
@@ -58,8 +62,13 @@ _READER_SOURCE: str | None = None
 display = Display()
 # what the node's interpreter runs: the program piped to its stdin (reader_program)
 _BOOTSTRAP = "import sys; exec(sys.stdin.buffer.read())"
-# what a kept reader runs: a length line, then the program (the reader's source calling serve())
-_SERVE_BOOTSTRAP = "import sys; b = sys.stdin.buffer; exec(b.read(int(b.readline())))"
+# what a kept reader runs: a length line, then the program (the reader's source calling serve()), read from the
+# unbuffered stdin so that no request sent right behind the program sits in a buffer serve() does not look at
+_SERVE_BOOTSTRAP = (
+    "import sys; b = sys.stdin.buffer.raw; n = int(b.readline()); p = b''\n"
+    "while len(p) < n: p += b.read(n - len(p)) or sys.exit(1)\n"
+    "exec(p)"
+)
 
 # Readers kept between rounds, per (host, task) of this worker process: `until` retries of a task run in the
 # worker that ran its first try, so the next round finds the session here.
@@ -70,7 +79,33 @@ _SESSIONS: dict[tuple[str, str], ReaderSession] = {}
 JOIN_GRACE = 30.0
 # After the group decided: at most this many extra reads per host to reach the end of its logs.
 FINAL_DRAIN_READS = 16
-_CURSOR_KEYS = ("offset", "dev", "ino", "head_len", "head_hash", "away")
+_CURSOR_KEYS = ("offset", "dev", "ino", "head_len", "head_hash", "size", "mtime", "away")
+# how often a worker checks that its ansible-playbook is still there (see _watch_parent)
+PARENT_CHECK = 0.5
+_WATCHDOG_PID: int | None = None
+
+
+def _watch_parent() -> None:
+    """End this worker (and its kept readers) within a second of its ansible-playbook going away.
+
+    Ansible's workers call setsid(), so a SIGKILL of the playbook's process group (ansible-runner's and AWX's
+    cancel) does not reach them, and a worker in an `until` loop would poll on until its timeout. A daemon
+    thread per worker process notices that the parent changed and exits the process.
+    """
+    global _WATCHDOG_PID
+    if os.getpid() == _WATCHDOG_PID:
+        return
+    _WATCHDOG_PID = os.getpid()
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(PARENT_CHECK)
+        for session in list(_SESSIONS.values()):
+            session.kill()
+        os._exit(1)
+
+    threading.Thread(target=watch, name="cvs-log-poll-parent", daemon=True).start()
 
 
 def reader_source() -> str:
@@ -150,6 +185,7 @@ class ActionModule(ActionBase):
         del tmp
         self._host = task_vars.get("inventory_hostname", "?")
         self._task_vars_cache = task_vars
+        _watch_parent()
         try:
             _validation, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
             self._configure(args, task_vars)
@@ -182,6 +218,8 @@ class ActionModule(ActionBase):
                 raise LogPollError(f"{name} must not be negative, got {args[name]}")
         if args["max_bytes"] < 1024:
             raise LogPollError(f"max_bytes must be at least 1024, got {args['max_bytes']}")
+        if args["state_retention"] < 0:
+            raise LogPollError(f"state_retention must not be negative, got {args['state_retention']:g}")
         http_timeout = (complete.get("http") or {}).get("timeout")
         if http_timeout is not None and not math.isfinite(http_timeout):
             # the request reaches the node as a Python literal, which has no spelling for inf or nan
@@ -332,6 +370,16 @@ class ActionModule(ActionBase):
             cursor.setdefault("offset", None)
             logs.append(cursor)
         request: dict[str, Any] = {"logs": logs, "max_bytes": self._args["max_bytes"], "start": start}
+        if start == "auto":
+            started = playbook_run_started()
+            # unknown (no /proc): every log is read from its first byte, as with start=beginning
+            if started is not None:
+                request["run_age"] = max(0.0, time.time() - started)
+        if self._args["keep_reader"]:
+            # a kept reader that hears nothing for this long ends (its controller is gone); a later round
+            # would just start a new one
+            delay = float(getattr(self._task, "delay", 0) or 0)
+            request["idle_timeout"] = int(3 * delay + self._args["cmd_timeout"] + 60)
         if probes:
             for probe in PROBES:
                 if self._complete.get(probe):
@@ -373,7 +421,7 @@ class ActionModule(ActionBase):
             store.set_generation(generation)
             info = {"host": self._host, "can_complete": self._can_complete, "watches": self._watches}
             store.register(self._host, info, now)
-            store.prune_old_runs(now)
+            store.prune_old_runs(self._args["state_retention"], now)
             self._open_save_files(truncate=True)
         else:
             state = HostRound.from_dict(saved)
@@ -381,6 +429,7 @@ class ActionModule(ActionBase):
         state.rounds += 1
         self._state = state
         self._delivered: dict[str, list[str]] = {}
+        self._warnings: list[str] = []
         result.update(
             changed=False,
             finished=False,
@@ -432,6 +481,8 @@ class ActionModule(ActionBase):
                 completed, failure = probe_outcome(reply, self._complete, state.marker_seen, caught_up)
                 if completed:
                     store.mark_complete(self._host)
+                elif failure is None and self._host not in store.completed():
+                    failure = no_space_left(self._host, reply, self._complete.get("exit_code_file"))
         if failure is None:
             failure = self._deadlines(now, result)
         if failure:
@@ -477,9 +528,20 @@ class ActionModule(ActionBase):
             events = [e for e in log.get("events", []) if not e.startswith("drained:")]
             previous_state = state.states.get(spec.path)
             log_state = log.get("state")
+            if log.get("lost"):
+                lost = log["lost"]
+                events.append("lost")
+                warning = (
+                    f"{self._host}: {spec.path}: at least {lost['bytes']} bytes were never read and are lost "
+                    f"({lost['why']})"
+                )
+                self._warnings.append(warning)
+                state.warnings.append(warning)
             if log_state == "ok":
                 state.cursors[spec.path] = _cursor_of(log)
                 sizes[spec.path] = log["size"]
+                if spec.path not in state.appeared:
+                    state.appeared.append(spec.path)
                 if log.get("long_line"):
                     events.append("long_line_split")
                 if previous_state not in (None, "ok"):
@@ -497,6 +559,8 @@ class ActionModule(ActionBase):
             entry.pop("error", None)
             if log.get("error"):
                 entry["error"] = log["error"]
+            if log.get("lost"):
+                entry["lost_bytes"] = entry.get("lost_bytes", 0) + int(log["lost"]["bytes"])
             if log_state == "ok":
                 entry.update(offset=log["offset"], size=log["size"], more=bool(log.get("more")))
             if raw:
@@ -539,29 +603,40 @@ class ActionModule(ActionBase):
             return None
         if timeout and now - state.started > timeout:
             result["timed_out"] = True
-            return f"timed out after {format_elapsed(now - state.started)} (timeout {timeout:g}s) on {self._host}"
+            missing = never_appeared([s.path for s in self._logs], state.appeared)
+            return (
+                f"timed out after {format_elapsed(now - state.started)} (timeout {timeout:g}s) on {self._host}{missing}"
+            )
         if stall and now - state.last_progress > stall and self._logs:
             result["stalled"] = True
             last = repr(state.last_line) if state.last_line is not None else "(no line yet)"
             return (
                 f"stalled: no new log output on {self._host} for {format_elapsed(now - state.last_progress)} "
                 f"(stall_timeout {stall:g}s); last line: {last}"
+                f"{never_appeared([s.path for s in self._logs], state.appeared)}"
             )
         return None
 
-    def _final_drain(self, result: dict) -> dict:
-        """After the group decided: read to the end of every log so errors written just before the end count."""
+    def _drain(self, result: dict) -> str | None:
+        """Read to the end of every log (at most FINAL_DRAIN_READS reads); a failure reason for an error found."""
         for _read in range(FINAL_DRAIN_READS if self._logs else 0):
             reply, transport_error = self._remote_read(self._request(self._state.cursors, probes=False))
             if transport_error is not None:
                 result["transport_error"] = transport_error
-                break
+                return None
             failure = self._consume(reply, result)
             if failure:
                 self._store.decide({"state": "failed", "host": self._host, "reason": failure})
-                return self._finish(result, failed=True, msg=failure)
+                return failure
             if not any(log.get("more") for log in reply["logs"]):
-                break
+                return None
+        return None
+
+    def _final_drain(self, result: dict) -> dict:
+        """After the group decided: read to the end of every log so errors written just before the end count."""
+        failure = self._drain(result)
+        if failure:
+            return self._finish(result, failed=True, msg=failure)
         if self._host in self._store.completed():
             msg = "complete"
         else:
@@ -599,11 +674,24 @@ class ActionModule(ActionBase):
         self._common(result)
         result.update(finished=False, group=self._group_summary(), msg=msg or f"polling round {state.rounds}")
         self._store.save_host(self._host, state.to_dict())
+        return self._with_warnings(result)
+
+    def _with_warnings(self, result: dict) -> dict:
+        """The round's result with this round's warnings (lost bytes) added; a final result carries those of
+        every round (Ansible shows the warnings of a task's last result only)."""
+        warnings = self._state.warnings if result.get("finished") else self._warnings
+        if warnings:
+            result["warnings"] = list(result.get("warnings") or []) + list(warnings)
         return result
 
     def _abort(self, result: dict, verdict: dict) -> dict:
         if verdict.get("config"):
             return self._finish(result, failed=True, msg=f"log_poll: {verdict['reason']}")
+        # another host failed: first read to the end of this host's logs, so that its saved copy holds every byte
+        # there is and an error this host shows gets its own verdict, the same on every host that shows it
+        failure = self._drain(result) if self._watches else None
+        if failure:
+            return self._finish(result, failed=True, msg=failure)
         return self._finish(
             result,
             failed=True,
@@ -625,7 +713,7 @@ class ActionModule(ActionBase):
         if aborted_by:
             result["aborted_by"] = aborted_by
         self._store.save_host(self._host, state.to_dict())
-        return result
+        return self._with_warnings(result)
 
     # ---- save_dir ------------------------------------------------------------------------
 

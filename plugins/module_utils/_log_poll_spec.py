@@ -36,7 +36,7 @@ ARGUMENT_SPEC: dict[str, Any] = {
             },
         },
     },
-    "start": {"type": "str", "default": "beginning", "choices": ["beginning", "end", "arm"]},
+    "start": {"type": "str", "default": "auto", "choices": ["auto", "beginning", "end", "arm"]},
     "cursors": {"type": "dict"},
     "timeout": {"type": "float", "default": 3600},
     "stall_timeout": {"type": "float", "default": 0},
@@ -47,4 +47,5 @@ ARGUMENT_SPEC: dict[str, Any] = {
     "save_dir": {"type": "path"},
     "state_dir": {"type": "path", "default": "~/.ansible/cvs_log_poll"},
     "state_key": {"type": "str", "no_log": False},
+    "state_retention": {"type": "float", "default": 24 * 3600},
 }

@@ -33,6 +33,7 @@ the cursor at 0 of the new file.
 import os
 import stat
 import sys
+import time
 from binascii import b2a_base64
 
 try:
@@ -46,6 +47,8 @@ except ImportError:  # not CPython
 
 HEAD_BYTES = 1024
 _SIBLING_SCAN_LIMIT = 2048
+# rotated files that were compressed are not logs any more: never read them as lines
+_COMPRESSED = (".gz", ".xz", ".bz2", ".zst", ".lz4", ".z", ".zip")
 
 
 class ReadTimeout(Exception):
@@ -142,47 +145,130 @@ def _find_copy(path: str, spec: dict) -> "str | None":
     )
 
 
-def _follow_old(old: str, spec: dict, max_bytes: int, new_size: int, out: dict) -> bool:
-    """Drain a rotated-away file (or the copy of a truncated one) from the cursor's offset.
+def _rank(path: str, name: str) -> int:
+    """How recent a rotated name is, for files last written within one clock tick: logrotate's ``log.N`` is
+    older the larger N is; other names (dateext) rank alike."""
+    suffix = name[len(os.path.basename(path)) + 1 :]
+    return -int(suffix) if suffix.isdigit() else 0
 
-    Returns True when the cursor stays on the old file for now: its complete
-    lines did not fit in max_bytes, or the new file is still empty (a writer
-    that has not reopened its log keeps writing to the old one). The new
-    file's first byte is only read once the old file is drained.
+
+def _find_next(path: str, after: "tuple[int, int]", seen: set, dev: int) -> "str | None":
+    """The oldest file rotated after the one just drained (two rotations within one delay): a sibling named like
+    path, on the same device, not seen yet, not empty and not compressed, last written after it (``after`` is
+    its (mtime_ns, rank); a file's mtime only moves once per clock tick, so within one tick the rank decides)."""
+    base = os.path.basename(path)
+    found: list = []
+
+    def match(full, st):
+        name = os.path.basename(full)
+        if (
+            name.startswith(base)
+            and not name.lower().endswith(_COMPRESSED)
+            and st.st_dev == dev
+            and (st.st_dev, st.st_ino) not in seen
+            and st.st_size > 0
+        ):
+            key = (st.st_mtime_ns, _rank(path, name))
+            if key > after:
+                found.append((key, full))
+        return False  # collect every candidate, take the oldest below
+
+    _find_sibling(path, match)
+    return min(found)[1] if found else None
+
+
+def _away_cursor(fd: int, st, offset: int, long_line: bool, more: bool, out: dict) -> None:
+    head_len = min(st.st_size, HEAD_BYTES)
+    out.update(
+        state="ok",
+        dev=st.st_dev,
+        ino=st.st_ino,
+        size=st.st_size,
+        mtime=st.st_mtime_ns,
+        offset=offset,
+        head_len=head_len,
+        head_hash=_head_hash(fd, head_len),
+        long_line=long_line,
+        more=more,
+        away=True,
+    )
+
+
+def _follow_old(path: str, old: "str | None", spec: dict, max_bytes: int, new_st, out: dict, rotated: bool) -> bool:
+    """Drain a rotated-away file (or the copy of a truncated one) from the cursor's offset, then, after a
+    rotation, every file rotated after it that is still there (oldest first, from byte 0).
+
+    ``old`` is None when the file the cursor was on is gone (its unread bytes are reported lost); the files
+    rotated after it are still read. Returns True when the cursor stays away for now: a file's complete lines
+    did not fit in max_bytes, a file rotated later is still to be read, or the new file is still empty (a writer
+    that has not reopened its log keeps writing to the old one). The new file's first byte is only read once
+    every older file is drained.
     """
-    try:
-        fd = os.open(old, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-    except OSError:
-        return False
-    try:
-        st = os.fstat(fd)
-        offset = min(spec["offset"], st.st_size)
-        data, long_line, more = _read_complete(fd, offset, st.st_size, max_bytes)
-        if data:
-            out["chunks"].append(data)
-        out["events"].append("drained:" + old)
-        stay = more or long_line or new_size == 0
-        if stay:
-            head_len = min(st.st_size, HEAD_BYTES)
-            out.update(
-                state="ok",
-                dev=st.st_dev,
-                ino=st.st_ino,
-                size=st.st_size,
-                offset=offset + len(data),
-                head_len=head_len,
-                head_hash=_head_hash(fd, head_len),
-                long_line=long_line,
-                more=more,
-                away=True,
-            )
-        return stay
-    finally:
-        os.close(fd)
+    seen = {(new_st.st_dev, new_st.st_ino)}
+    offset = spec["offset"]
+    after = (spec["mtime"], -(1 << 62)) if spec.get("mtime") is not None else None
+    used = 0
+    while True:
+        if old is not None:
+            try:
+                fd = os.open(old, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+            except OSError:
+                return False
+            try:
+                st = os.fstat(fd)
+                offset = min(offset, st.st_size)
+                data, long_line, more = _read_complete(fd, offset, st.st_size, max_bytes)
+                if data:
+                    out["chunks"].append(data)
+                    used += len(data)
+                out["events"].append("drained:" + old)
+                seen.add((st.st_dev, st.st_ino))
+                after = (st.st_mtime_ns, _rank(path, os.path.basename(old)))
+                if more or long_line:
+                    _away_cursor(fd, st, offset + len(data), long_line, more, out)
+                    return True
+                nxt = _find_next(path, after, seen, st.st_dev) if rotated else None
+                if nxt is None:
+                    if new_st.st_size == 0:
+                        _away_cursor(fd, st, offset + len(data), False, False, out)
+                        return True
+                    return False
+            finally:
+                os.close(fd)
+        else:
+            if not rotated or after is None:
+                return False
+            nxt = _find_next(path, after, seen, new_st.st_dev)
+            if nxt is None:
+                return False
+        if used >= max_bytes:
+            # the next file waits for the next read: point the cursor at its first byte
+            try:
+                fd = os.open(nxt, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+            except OSError:
+                return False
+            try:
+                _away_cursor(fd, os.fstat(fd), 0, False, True, out)
+            finally:
+                os.close(fd)
+            return True
+        old, offset = nxt, 0
 
 
-def read_log(spec: dict, max_bytes: int, start: str) -> dict:
-    """One read of one log. ``spec`` is the cursor sent by the controller (offset None = first sight)."""
+def _lost(spec: dict, why: str, out: dict) -> None:
+    """Bytes the cursor had seen but not read when their file went away: at least this many are lost."""
+    unread = int(spec.get("size") or 0) - int(spec.get("offset") or 0)
+    if unread > 0:
+        out["lost"] = {"bytes": unread, "why": why}
+
+
+def read_log(spec: dict, max_bytes: int, start: str, fresh_after: "float | None" = None) -> dict:
+    """One read of one log. ``spec`` is the cursor sent by the controller (offset None = first sight).
+
+    With ``start="auto"`` a log seen for the first time is read from byte 0, unless it was last written before
+    ``fresh_after`` (the node's time when this playbook run started): then it holds nothing of this run and is
+    read from its end (event ``stale``), so an earlier run's marker or error never counts.
+    """
     path = spec["path"]
     out: dict = {"path": path, "events": [], "chunks": [], "long_line": False, "more": False}
     try:
@@ -206,25 +292,36 @@ def read_log(spec: dict, max_bytes: int, start: str) -> dict:
         size = st.st_size
         offset = spec.get("offset")
         old = None
+        follow = rotated = False
         if offset is None:
-            offset = size if start in ("end", "arm") else 0
+            stale = start == "auto" and fresh_after is not None and size > 0 and st.st_mtime < fresh_after
+            offset = size if start in ("end", "arm") or stale else 0
             if offset:
                 # never begin mid-line: skip to just past the last newline before size
                 tail = os.pread(fd, min(offset, 65536), offset - min(offset, 65536))
                 cut = tail.rfind(b"\n")
                 offset = offset - len(tail) + cut + 1 if cut >= 0 else offset
+            if stale:
+                out["events"].append("stale")
+                out["stale_bytes"] = offset
         elif (spec.get("dev"), spec.get("ino")) != (st.st_dev, st.st_ino):
             if not spec.get("away"):
                 out["events"].append("rotated")
             old = _find_rotated(path, spec)
+            if old is None:
+                _lost(spec, "the rotated file is gone", out)
+            follow = rotated = True
             offset = 0
         else:
             head_len = spec.get("head_len", 0)
             if size < offset or size < head_len or (head_len and _head_hash(fd, head_len) != spec.get("head_hash")):
                 out["events"].append("truncated")
                 old = _find_copy(path, spec)
+                if old is None:
+                    _lost(spec, "truncated and no copy of it was found", out)
+                follow = old is not None
                 offset = 0
-        if old and _follow_old(old, spec, max_bytes, size, out):
+        if follow and _follow_old(path, old, spec, max_bytes, st, out, rotated):
             out["chunks"] = [_b64(c) for c in out["chunks"]]
             return out
         data, long_line, more = _read_complete(fd, offset, size, max_bytes)
@@ -236,6 +333,7 @@ def read_log(spec: dict, max_bytes: int, start: str) -> dict:
             dev=st.st_dev,
             ino=st.st_ino,
             size=size,
+            mtime=st.st_mtime_ns,
             offset=offset + len(data),
             head_len=head_len,
             head_hash=_head_hash(fd, head_len),
@@ -248,6 +346,19 @@ def read_log(spec: dict, max_bytes: int, start: str) -> dict:
         os.close(fd)
 
 
+def fs_full(path: str) -> "dict | None":
+    """The file system holding path (its directory) when it has no space or no inode left for an unprivileged
+    writer: ``{"free", "size", "free_inodes"}`` (bytes, bytes, count); None when it has room or cannot be read."""
+    try:
+        st = os.statvfs(os.path.dirname(path) or ".")
+    except OSError:
+        return None
+    # f_files == 0: a file system that counts no inodes (btrfs) never runs out of them
+    if st.f_bavail > 0 and (st.f_favail > 0 or st.f_files == 0):
+        return None
+    return {"free": st.f_bavail * st.f_frsize, "size": st.f_blocks * st.f_frsize, "free_inodes": st.f_favail}
+
+
 def probe_exit_code(path: str) -> dict:
     try:
         with open(path, "rb") as fh:
@@ -257,7 +368,7 @@ def probe_exit_code(path: str) -> dict:
     except OSError as exc:
         return {"present": False, "error": str(exc)}
     if not text:
-        return {"present": False}
+        return {"present": False, "empty": True}
     try:
         return {"present": True, "code": int(text.split()[0])}
     except ValueError:
@@ -305,10 +416,16 @@ def run_round(request: dict) -> dict:
     reply: dict = {"logs": []}
     try:
         start = request.get("start", "beginning")
+        # run_age: seconds since the playbook run started, by the controller's clock; this node's clock says when
+        fresh_after = time.time() - float(request["run_age"]) if request.get("run_age") is not None else None
         max_bytes = int(request.get("max_bytes", 2 * 1024 * 1024))
         if request.get("exit_code_file"):
             current["what"] = "reading exit code file " + request["exit_code_file"]
             reply["exit_code"] = probe_exit_code(request["exit_code_file"])
+            if not reply["exit_code"].get("present"):
+                full = fs_full(request["exit_code_file"])
+                if full:
+                    reply["exit_code"]["full"] = full
         if request.get("http"):
             current["what"] = "probing " + request["http"]["url"]
             reply["http"] = probe_http(request["http"]["url"], float(request["http"].get("timeout", 5)))
@@ -317,7 +434,11 @@ def run_round(request: dict) -> dict:
             reply["artifact"] = probe_artifact(request["artifact"]["path"])
         for spec in request.get("logs", []):
             current["what"] = "reading " + spec["path"]
-            reply["logs"].append(read_log(spec, max_bytes, start))
+            log = read_log(spec, max_bytes, start, fresh_after)
+            full = fs_full(spec["path"])
+            if full:
+                log["full"] = full
+            reply["logs"].append(log)
     except ReadTimeout:
         return {"timeout": f"cmd_timeout ({timeout}s) expired while {current['what']}"}
     finally:
@@ -349,19 +470,55 @@ def main(request: dict) -> None:
 END_OF_REPLY = "--cvs-log-reader-end-of-reply--"
 
 
+def _next_request(buffer: bytearray, idle: float, parent: int) -> "bytes | None":
+    """The next request from stdin, or None when stdin closed, nothing came for ``idle`` seconds (the
+    controller is gone without closing the session, say a frozen machine) or this process lost its parent (the
+    session's sshd or shell ended): a kept reader never outlives its poll by more than a few seconds."""
+    from select import select
+
+    waited = 0.0
+    while True:
+        cut = buffer.find(b"\n")
+        if cut >= 0 and len(buffer) > cut:
+            header = bytes(buffer[:cut]).strip()
+            if not header:
+                return None
+            want = int(header)
+            if len(buffer) >= cut + 1 + want:
+                request = bytes(buffer[cut + 1 : cut + 1 + want])
+                del buffer[: cut + 1 + want]
+                return request
+        ready = select([0], [], [], 1.0)[0]
+        if not ready:
+            waited += 1.0
+            if os.getppid() != parent or (idle and waited >= idle):
+                return None
+            continue
+        chunk = os.read(0, 1 << 20)
+        if not chunk:
+            return None
+        buffer += chunk
+        waited = 0.0
+
+
 def serve() -> None:
     """Answer one round per request until stdin closes: the reader a poll keeps on its node between rounds.
 
     Each request is ``<length>\n`` then that many bytes of ASCII Python literal (what reader_program() puts in
-    a one-shot program); each reply is what main() writes, then END_OF_REPLY on a line of its own.
+    a one-shot program); each reply is what main() writes, then END_OF_REPLY on a line of its own. A request's
+    ``idle_timeout`` bounds the wait for the next one (see _next_request).
     """
     from ast import literal_eval  # once per session, not per round
 
-    source = sys.stdin.buffer
+    parent = os.getppid()
+    buffer = bytearray()
+    idle = 0.0
     while True:
-        header = source.readline()
-        if not header.strip():
+        raw = _next_request(buffer, idle, parent)
+        if raw is None:
             return
-        main(literal_eval(source.read(int(header)).decode("ascii")))
+        request = literal_eval(raw.decode("ascii"))
+        idle = float(request.get("idle_timeout") or 0)
+        main(request)
         sys.stdout.write(END_OF_REPLY + "\n")
         sys.stdout.flush()

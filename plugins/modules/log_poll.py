@@ -15,14 +15,27 @@ description:
     loop item, so two tasks, two loop items or two playbook runs never share state.
   - Cursors are byte offsets advanced only past the last newline seen. A file's identity (device, inode and a hash
     of its first bytes) is checked every round; rotation (rename and recreate) and truncation (copytruncate) are
-    detected and reported (RV(events)). The rotated-away file (found by inode in the same directory) or the copy of
-    a truncated one is drained from the old offset first, over several rounds if needed, and followed while the new
-    file is still empty; then the cursor restarts at 0 of the new file. Bytes are split on newlines before decoding
-    (UTF-8, invalid bytes replaced, a trailing carriage return dropped).
-  - Completion only counts markers in bytes read by this poll, never a grep of the whole file, so stale markers of
-    earlier runs cannot complete a new run. Use O(start=arm) before launching a job to record start offsets.
+    detected and reported (RV(events)). The rotated-away file (found by inode and head hash in the same directory)
+    or the copy of a truncated one is drained from the old offset first, over several rounds if needed, and followed
+    while the new file is still empty; then the cursor restarts at 0 of the new file. After several rotations
+    between two rounds, every file rotated since (named like the log, not compressed, last written after the one
+    drained) is read too, oldest first. When the file the cursor was on is gone, the bytes it had and that were
+    not read yet are reported lost (event C(lost), C(lost_bytes) in RV(log_states) and a warning naming the host, the
+    path and the byte count). Bytes are split on newlines before decoding (UTF-8, invalid bytes replaced, a
+    trailing carriage return dropped).
+  - Completion only counts markers in bytes read by this poll, never a grep of the whole file. With the default
+    O(start=auto), a log last written before this C(ansible-playbook) run started is read from its end, so an
+    earlier run's marker (or error) cannot complete (or fail) a new run. A log written to during this run before
+    the first round (an append-only log the new job already wrote to) is read from byte 0; use O(start=arm)
+    before launching such a job to record exact start offsets.
   - Any error on any host stops every host. Hosts outside the completion group keep scanning for errors until the
-    group decides. After the group decides, every host reads to the end of its logs and scans what it finds.
+    group decides. After the group decides, and when another host failed, every host reads to the end of its logs
+    and scans what it finds, so its O(save_dir) copy holds every byte there was and an error it shows fails it
+    with its own RV(error), the same verdict on every host that shows the error.
+  - A host whose log sits on a file system with no space (or no inode) left, and did not grow this round, fails
+    at once with C(no space left on device on <host>), naming the path and the file system's free bytes, size and
+    free inodes (instead of waiting for O(stall_timeout)); so does a missing or empty O(complete.exit_code_file)
+    on a full file system.
   - Each round runs the completion probes on the node before it reads the logs, so whatever the job wrote before its
     exit code, health answer or artifact appeared is scanned in the same round.
   - A transport failure (unreachable host, timeout, output that is not a reply of the reader) never moves a cursor;
@@ -112,20 +125,26 @@ options:
             default: 0
   start:
     description:
-      - Where a log without a cursor starts. C(beginning) at byte 0; C(end) at the end of the last complete line
-        present at the first read. A log that does not exist at the first read is new, so it is read from its first
-        byte when it appears.
+      - Where a log without a cursor starts. C(auto) (the default; it was C(beginning) in 0.1.0) at
+        byte 0, unless the log was last modified before this C(ansible-playbook) run started (it holds nothing of
+        this run, event C(stale)), then like C(end). C(beginning) at byte 0 whatever the log holds; C(end) at the
+        end of the last complete line present at the first read. A log that does not exist at the first read is
+        new, so it is read from its first byte when it appears.
+      - C(auto) compares the log's modification time on the node with the run's start on the controller, through
+        the node's own clock (no clock sync needed); where the run's start cannot be read (no C(/proc)), it reads
+        like C(beginning).
       - C(arm) records the current end of every log and returns at once with RV(cursors); pass them to the polling
         task as O(cursors) so a job launched in between is read from its first new byte. A log missing at arm time
         gets no cursor and is read from its first byte.
     type: str
-    default: beginning
-    choices: [beginning, end, arm]
+    default: auto
+    choices: [auto, beginning, end, arm]
   cursors:
     description: Start cursors keyed by path, as returned by a O(start=arm) call.
     type: dict
   timeout:
-    description: Seconds since the first round after which a host that has not completed fails as timed out (0 = never).
+    description: Seconds since the first round after which a host that has not completed fails as timed out (0 = never);
+      the message names each log that never appeared (C(<path> never appeared)), as the stall message does.
     type: float
     default: 3600
   stall_timeout:
@@ -168,6 +187,14 @@ options:
   state_key:
     description: Overrides the automatic state key (playbook run + task + loop item).
     type: str
+  state_retention:
+    description:
+      - Seconds after which the state of another playbook run that nothing wrote to is removed from O(state_dir),
+        at the start of a poll (the state of a finished run is never used again). A run still polling rewrites a
+        host state every round, so its state is never removed under it. V(0) keeps everything.
+      - Names in O(state_dir) stay below 255 bytes whatever the host names (long ones are hashed).
+    type: float
+    default: 86400
 notes:
   - "Poll with C(until: result.finished), a large C(retries) and the round interval as C(delay). The O(timeout)
     option, not C(retries), bounds the wait."
@@ -176,9 +203,13 @@ notes:
   - The completion group defaults to the play batch. A batch host that never polls (skipped by C(when)) stops
     holding the group back 30 seconds after the first host started polling; prefer O(logs=[]) over C(when) for
     hosts that should only wait.
-  - A rotated file's last line without a newline is not delivered (the writer may still be writing it). Two
-    rotations within one round interval can lose the lines of the middle file; keep C(delay) well below the
-    rotation period.
+  - A rotated file's last line without a newline is not delivered (the writer may still be writing it). Lines of
+    a rotated file deleted (or compressed) before the next round are lost and reported as such; keep C(delay) well
+    below the rotation period.
+  - Each worker of a poll ends within a second when its C(ansible-playbook) goes away (Ansible's workers leave
+    its process group, so a SIGKILL of the group, as ansible-runner's and AWX's cancel send, does not reach
+    them), and so do its kept readers; a kept reader on a node also ends when its session ends or no request
+    came for three delays plus O(cmd_timeout) plus 60 seconds.
   - The stdout callback C(cvs.cluster.cvs) renders poll rounds (progress, heartbeats, verbose log lines).
 attributes:
   action:
@@ -275,8 +306,9 @@ log_states:
   description:
     - Per log, in the order of O(logs); C(new_lines) counts how many of RV(new_lines) belong to it.
     - C(state) is C(ok), C(missing), C(directory) or C(unreadable) (with C(error)); C(events) lists what happened
-      this round (C(rotated), C(truncated), C(long_line_split), C(appeared), C(disappeared), C(readable));
-      C(more) is true when O(max_bytes) cut the read short.
+      this round (C(rotated), C(truncated), C(lost), C(stale), C(long_line_split), C(appeared), C(disappeared),
+      C(readable)); C(more) is true when O(max_bytes) cut the read short; C(lost_bytes) counts the bytes lost
+      this round (at least that many, the file went away with them unread).
   returned: always
   type: list
   elements: dict

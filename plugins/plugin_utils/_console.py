@@ -196,6 +196,12 @@ def round_lines(host: str, result: Mapping[str, Any]) -> list[str]:
     return [format_log_line(host, label, line) for label, line in labelled_lines(result)]
 
 
+_EVENT_NOTES = {
+    "stale": "log last written before this run started; reading only what is written from now on",
+    "lost": "log lines were lost (their file went away before they were read); see the warning",
+}
+
+
 def log_event_notes(host: str, result: Mapping[str, Any]) -> list[str]:
     """Notes for file events of the round (``rotated``, ``truncated``...)."""
     notes = []
@@ -204,6 +210,13 @@ def log_event_notes(host: str, result: Mapping[str, Any]) -> list[str]:
             continue
         for event in state.get("events") or []:
             where = prefix(host, log_label(state))
+            if event == "lost" and isinstance(state.get("lost_bytes"), int):
+                notes.append(f"[cvs] {where} {state['lost_bytes']} bytes of log lines were lost (their file went "
+                             "away before they were read)")  # fmt: skip
+                continue
+            if event in _EVENT_NOTES:
+                notes.append(f"[cvs] {where} {_EVENT_NOTES[event]}")
+                continue
             notes.append(f"[cvs] {where} log {sanitize(event)}; reading it from the start")
     return notes
 

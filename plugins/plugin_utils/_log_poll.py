@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
 POLICIES = ("all", "any", "first", "node0", "last")
-START_MODES = ("beginning", "end", "arm")
+START_MODES = ("auto", "beginning", "end", "arm")
 CONTEXT_LINES = 10
 MAX_EVENTS = 100
 PROBES = ("exit_code_file", "http", "artifact")
@@ -208,6 +208,9 @@ class HostRound:
     states: dict = field(default_factory=dict)
     events: list = field(default_factory=list)
     config_ok: bool = False
+    appeared: list = field(default_factory=list)
+    # warnings of every round (lost bytes), repeated in the final result so that Ansible shows them
+    warnings: list = field(default_factory=list)
 
     def remember(self, lines: list[str]) -> None:
         if lines:
@@ -283,6 +286,34 @@ def probe_outcome(
     return (has_probe and satisfied and failure is None), failure
 
 
+def no_space_left(host: str, reply: Mapping, exit_code_file: str | None = None) -> str | None:
+    """Why a host fails because a file system its job writes to is full, or None.
+
+    A log whose file system has no space (or no inode) left and that gave no new byte this round cannot grow
+    any more: the job writing it gets ENOSPC, and waiting for stall_timeout would only report "stalled". The
+    exit code file's file system counts too when the file is missing or empty (a job that died on a full disk
+    leaves an empty one).
+    """
+    for log in reply.get("logs") or []:
+        full = log.get("full")
+        if isinstance(full, Mapping) and not log.get("chunks") and not log.get("more"):
+            return f"no space left on device on {host}: {_df(full)} holds {log.get('path')}; the log cannot grow"
+    exit_info = reply.get("exit_code") or {}
+    full = exit_info.get("full")
+    if exit_code_file and isinstance(full, Mapping) and not exit_info.get("present"):
+        state = "empty" if exit_info.get("empty") else "missing"
+        return (
+            f"no space left on device on {host}: {_df(full)} holds the exit code file {exit_code_file} ({state}); "
+            "the job cannot record its exit status"
+        )
+    return None
+
+
+def _df(full: Mapping) -> str:
+    size, free, inodes = int(full.get("size") or 0), int(full.get("free") or 0), full.get("free_inodes")
+    return f"the file system ({free} bytes free of {size}, {inodes} inodes free)"
+
+
 def has_completion_probe(complete: Mapping) -> bool:
     return any(complete.get(k) for k in ("pattern", *PROBES))
 
@@ -328,6 +359,12 @@ def config_problem(
             "complete.pattern, or an exit_code_file, http or artifact probe"
         )
     return None
+
+
+def never_appeared(paths: Iterable[str], appeared: Iterable[str]) -> str:
+    """'; <path> never appeared' for each log never found on the node (for timeout and stall messages)."""
+    seen = set(appeared)
+    return "".join(f"; {path} never appeared" for path in paths if path not in seen)
 
 
 def format_elapsed(seconds: float) -> str:

@@ -18,22 +18,41 @@ import time
 from typing import Any
 from urllib.parse import quote, unquote
 
-_PRUNE_AFTER = 3 * 24 * 3600
+# state_retention's default: a run's state untouched this long is removed by the next poll on this controller
+DEFAULT_RETENTION = 24 * 3600
+# longest file or directory name the store writes (NAME_MAX is 255 on Linux): longer names are hashed
+_NAME_MAX = 180
 # Member files are written once per host and generation (atomically), so a worker reads each only once;
 # every round otherwise re-read every member's file, O(hosts^2) per cluster round.
 _MEMBER_CACHE: dict[str, dict] = {}
 
 
+def _start_ticks(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return fh.read().rsplit(b")", 1)[1].split()[19].decode()
+    except (OSError, IndexError):
+        return ""
+
+
 def playbook_run_key() -> str:
     """Identify the running ansible-playbook: the worker's parent PID plus its start time."""
     ppid = os.getppid()
-    start = ""
+    return f"{ppid}-{_start_ticks(ppid)}"
+
+
+def playbook_run_started() -> float | None:
+    """When the running ansible-playbook (the worker's parent) started, as a Unix time; None if unknown.
+
+    From its start in clock ticks since boot and /proc/uptime (10 ms), not /proc/stat's btime (whole seconds).
+    """
+    ticks = _start_ticks(os.getppid())
     try:
-        with open(f"/proc/{ppid}/stat", "rb") as fh:
-            start = fh.read().rsplit(b")", 1)[1].split()[19].decode()
-    except (OSError, IndexError):
-        pass
-    return f"{ppid}-{start}"
+        with open("/proc/uptime", "rb") as fh:
+            uptime = float(fh.read().split()[0])
+        return time.time() - uptime + int(ticks) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def digest(*parts: Any) -> str:
@@ -57,17 +76,83 @@ def _read_json(path: str) -> Any:
         return None
 
 
+def _bounded(name: str) -> str:
+    """name, or when it is too long for a file name, its start plus a hash of all of it."""
+    if len(name) <= _NAME_MAX:
+        return name
+    return name[:100] + "~" + hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:40]
+
+
 def _safe(name: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_.@" else "_" for c in name)
+    return _bounded("".join(c if c.isalnum() or c in "-_.@" else "_" for c in name))
 
 
 def _host_file(host: str) -> str:
-    """A file name for a host, reversible and collision-free (any inventory name)."""
-    return "h-" + quote(host, safe="")
+    """A file name for a host, collision-free for any inventory name; reversible (``h-``) unless too long for a
+    file name (a 253-character FQDN quotes to more than NAME_MAX), then hashed (``x-``, the name inside)."""
+    quoted = quote(host, safe="")
+    if len(quoted) + 2 <= _NAME_MAX:
+        return "h-" + quoted
+    return "x-" + hashlib.sha256(host.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def _file_host(name: str) -> str:
-    return unquote(name[2:])
+def _file_host(name: str, directory: str | None = None) -> str | None:
+    if name.startswith("h-"):
+        return unquote(name[2:])
+    if directory is None:
+        return None
+    try:
+        with open(os.path.join(directory, name), encoding="utf-8", errors="surrogateescape") as fh:
+            data = fh.read()
+    except OSError:
+        return None
+    if name.endswith(".json"):
+        try:
+            data = json.loads(data).get("host")
+        except (ValueError, AttributeError):
+            return None
+    return data if isinstance(data, str) and data else None
+
+
+def _run_last_used(path: str) -> float:
+    """When a run's state last changed: its own directory, or any task's host states (written every round)."""
+    newest = os.stat(path).st_mtime
+    with os.scandir(path) as tasks:
+        for task in tasks:
+            try:
+                newest = max(newest, os.stat(os.path.join(task.path, "hosts")).st_mtime)
+            except OSError:
+                continue
+    return newest
+
+
+def prune_state(base_dir: str, keep: str, retention: float, now: float | None = None) -> list[str]:
+    """Remove the state of every run under base_dir (but ``keep``) unused for ``retention`` seconds.
+
+    A run's state is of no use once its ansible-playbook has ended; a run still polling rewrites a host state
+    every round, so it is never removed under it. Returns the removed paths; retention 0 keeps everything.
+    """
+    removed: list[str] = []
+    if not retention:
+        return removed
+    now = now or time.time()
+    try:
+        entries = os.scandir(base_dir)
+    except OSError:
+        return removed
+    with entries:
+        for entry in entries:
+            try:
+                if entry.path == keep or not entry.is_dir(follow_symlinks=False):
+                    continue
+                if now - entry.stat(follow_symlinks=False).st_mtime <= retention:
+                    continue
+                if now - _run_last_used(entry.path) > retention:
+                    shutil.rmtree(entry.path, ignore_errors=True)
+                    removed.append(entry.path)
+            except OSError:
+                continue
+    return removed
 
 
 class StateStore:
@@ -93,19 +178,9 @@ class StateStore:
         for sub in ("complete", "members"):
             os.makedirs(os.path.join(self.gen_path, sub), exist_ok=True)
 
-    def prune_old_runs(self, now: float | None = None) -> None:
-        now = now or time.time()
-        try:
-            entries = os.scandir(self.base_dir)
-        except OSError:
-            return
-        with entries:
-            for entry in entries:
-                try:
-                    if entry.path != self.run_dir and now - entry.stat().st_mtime > _PRUNE_AFTER:
-                        shutil.rmtree(entry.path, ignore_errors=True)
-                except OSError:
-                    continue
+    def prune_old_runs(self, retention: float = DEFAULT_RETENTION, now: float | None = None) -> list[str]:
+        """Remove other runs' state unused for ``retention`` seconds (see prune_state)."""
+        return prune_state(self.base_dir, self.run_dir, retention, now)
 
     def load_host(self, host: str) -> dict | None:
         return _read_json(os.path.join(self.path, "hosts", _host_file(host) + ".json"))
@@ -114,7 +189,7 @@ class StateStore:
         _write_json(os.path.join(self.path, "hosts", _host_file(host) + ".json"), data)
 
     def register(self, host: str, info: dict, now: float | None = None) -> None:
-        _write_json(os.path.join(self.gen_path, "members", _host_file(host) + ".json"), info)
+        _write_json(os.path.join(self.gen_path, "members", _host_file(host) + ".json"), dict(info, host=host))
         try:
             with open(os.path.join(self.gen_path, "joined"), "x") as fh:
                 fh.write(repr(now or time.time()))
@@ -133,7 +208,7 @@ class StateStore:
         out = {}
         directory = os.path.join(self.gen_path, "members")
         for name in os.listdir(directory):
-            if name.startswith("h-") and name.endswith(".json"):
+            if name.startswith(("h-", "x-")) and name.endswith(".json"):
                 path = os.path.join(directory, name)
                 data = _MEMBER_CACHE.get(path)
                 if data is None:
@@ -141,15 +216,27 @@ class StateStore:
                     if data is not None:
                         _MEMBER_CACHE[path] = data
                 if data is not None:
-                    out[_file_host(name[:-5])] = data
+                    host = _file_host(name[:-5]) if name.startswith("h-") else data.get("host")
+                    if host is not None:
+                        out[host] = data
         return out
 
     def mark_complete(self, host: str) -> None:
-        with open(os.path.join(self.gen_path, "complete", _host_file(host)), "w"):
-            pass
+        name = _host_file(host)
+        directory = os.path.join(self.gen_path, "complete")
+        if name.startswith("h-"):
+            with open(os.path.join(directory, name), "w"):
+                pass
+        else:  # the host's name is in the file (written whole before it appears under its name)
+            fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-")
+            with os.fdopen(fd, "w", encoding="utf-8", errors="surrogateescape") as fh:
+                fh.write(host)
+            os.replace(tmp, os.path.join(directory, name))
 
     def completed(self) -> set[str]:
-        return {_file_host(n) for n in os.listdir(os.path.join(self.gen_path, "complete")) if n.startswith("h-")}
+        directory = os.path.join(self.gen_path, "complete")
+        names = (n for n in os.listdir(directory) if n.startswith(("h-", "x-")))
+        return {h for h in (_file_host(n, directory) for n in names) if h is not None}
 
     def decision(self) -> dict | None:
         return _read_json(os.path.join(self.gen_path, "decision.json"))

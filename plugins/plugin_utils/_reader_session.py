@@ -9,6 +9,7 @@ session; the caller then reads the round the one-shot way, which reports transpo
 
 from __future__ import annotations
 
+import contextlib
 import os
 import selectors
 import subprocess
@@ -90,6 +91,13 @@ class ReaderSession:
                 self.close()
                 return None
             self._buffer += chunk
+
+    def kill(self) -> None:
+        """End the session at once (the worker is going away): the node's reader sees its stdin close."""
+        proc = self._proc
+        if proc is not None and proc.poll() is None:
+            with contextlib.suppress(OSError):
+                proc.kill()
 
     def close(self) -> None:
         proc, self._proc = self._proc, None

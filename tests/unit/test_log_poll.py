@@ -295,3 +295,36 @@ def test_format_elapsed() -> None:
     assert format_elapsed(5.9) == "5s"
     assert format_elapsed(65) == "1m05s"
     assert format_elapsed(3725) == "1h02m05s"
+
+
+# ---- never appeared (issue 15) ---------------------------------------------------------------------------
+
+
+def test_never_appeared_names_each_missing_path_in_order() -> None:
+    from ansible_collections.cvs.cluster.plugins.plugin_utils import _log_poll as lp
+
+    assert lp.never_appeared(["/a", "/b", "/c"], ["/b"]) == "; /a never appeared; /c never appeared"
+    assert lp.never_appeared(["/a"], ["/a"]) == ""
+
+
+# ---- no space left (issue 15 item 7) ------------------------------------------------------------------------
+
+
+def test_no_space_left_names_host_path_and_df_only_for_a_log_that_did_not_grow() -> None:
+    from ansible_collections.cvs.cluster.plugins.plugin_utils import _log_poll as lp
+
+    full = {"free": 0, "size": 65536, "free_inodes": 12}
+    stuck = {"logs": [{"path": "/run/a.log", "chunks": [], "full": full}]}
+    assert lp.no_space_left("node2", stuck) == (
+        "no space left on device on node2: the file system (0 bytes free of 65536, 12 inodes free) holds "
+        "/run/a.log; the log cannot grow"
+    )
+    growing = {"logs": [{"path": "/run/a.log", "chunks": ["eA=="], "full": full}]}
+    assert lp.no_space_left("node2", growing) is None
+    assert lp.no_space_left("node2", {"logs": [{"path": "/run/a.log", "chunks": []}]}) is None
+    empty_exit = {"logs": [], "exit_code": {"present": False, "empty": True, "full": full}}
+    assert lp.no_space_left("n1", empty_exit, "/run/exit_code") == (
+        "no space left on device on n1: the file system (0 bytes free of 65536, 12 inodes free) holds the exit "
+        "code file /run/exit_code (empty); the job cannot record its exit status"
+    )
+    assert lp.no_space_left("n1", {"logs": [], "exit_code": {"present": True, "code": 0, "full": full}}, "/x") is None

@@ -594,3 +594,40 @@ def test_new_lines_stay_grouped_by_log_across_the_final_drain(tmp_path: Path) ->
     assert counts == [101, 100] and len(result["new_lines"]) == 201
     assert result["new_lines"][: counts[0]] == a.read_text().splitlines()
     assert result["new_lines"][counts[0] :] == b.read_text().splitlines()
+
+
+# ---- late failures, never appeared (issue 15) ------------------ --------------------------------------
+
+
+def test_a_host_stopped_by_another_reads_to_the_end_and_fails_on_its_own_error(tmp_path: Path) -> None:
+    trace = b"Traceback (most recent call last):\n"
+    body = b"JOB DONE\n" + b"".join(b"filler %05d\n" % n for n in range(3000)) + trace
+    for host in HOSTS:
+        log_of(tmp_path, host).write_bytes(body if host != "n3" else b"JOB DONE\nall good\n")
+    cluster = Cluster(
+        tmp_path,
+        {"complete": {"pattern": "^JOB DONE$"}, "error_patterns": {"crash": "^Traceback"},
+         "save_dir": str(tmp_path / "saved")},
+    )  # fmt: skip
+    cluster.per_host_args = logs_arg(tmp_path)
+    cluster.per_host_args["n2"]["max_bytes"] = 4 * 1024 * 1024  # n2 reads it all at once and fails first
+    cluster.per_host_args["n1"]["max_bytes"] = 4096
+    cluster.run("n2")
+    cluster.poll(rounds=5)
+    for host in ("n1", "n2"):
+        result = cluster.last(host)
+        assert result["failed"] and not result.get("aborted_by"), result["msg"]
+        assert result["error"]["name"] == "crash" and result["error"]["host"] == host
+        assert (tmp_path / "saved" / host / "job.log").read_bytes() == body
+    assert cluster.last("n3")["aborted_by"] == "n2"
+    assert (tmp_path / "saved" / "n3" / "job.log").read_bytes() == b"JOB DONE\nall good\n"
+
+
+def test_a_timeout_names_the_log_that_never_appeared(tmp_path: Path) -> None:
+    here, never = log_of(tmp_path, "n1", "here.log"), log_of(tmp_path, "n1", "never.log")
+    here.write_bytes(b"started\n")
+    cluster = Cluster(tmp_path, {"logs": [str(here), str(never)], "complete": {"pattern": "x"}, "timeout": 0.2},
+                      hosts=["n1"])  # fmt: skip
+    cluster.poll(rounds=50, delay=0.05)
+    msg = cluster.last("n1")["msg"]
+    assert msg.startswith("timed out after ") and msg.endswith(f"on n1; {never} never appeared"), msg

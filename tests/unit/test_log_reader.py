@@ -23,7 +23,7 @@ MIB = 1024 * 1024
 class Tail:
     """Drives read_log round after round like the controller does (cursor in, cursor out)."""
 
-    KEYS = ("offset", "dev", "ino", "head_len", "head_hash", "away")
+    KEYS = action_mod._CURSOR_KEYS
 
     def __init__(self, path: Path, max_bytes: int = 64 * 1024, start: str = "beginning") -> None:
         self.path = str(path)
@@ -323,7 +323,7 @@ def test_exit_code_probe(tmp_path: Path) -> None:
     path = tmp_path / "rc"
     assert reader.probe_exit_code(str(path)) == {"present": False}
     path.write_text("")
-    assert reader.probe_exit_code(str(path)) == {"present": False}
+    assert reader.probe_exit_code(str(path)) == {"present": False, "empty": True}  # a job that died writing it
     path.write_text("3\n")
     assert reader.probe_exit_code(str(path)) == {"present": True, "code": 3}
     path.write_text("oops")
@@ -442,3 +442,127 @@ def test_reply_parses_back_to_what_the_reader_returned(tmp_path: Path, capsys: p
     assert reply == reader.run_round(request)
     assert [len(log["chunks"]) for log in reply["logs"]] == [1, 0, 0, 1]
     assert base64.b64decode(reply["logs"][0]["chunks"][0]) == line
+
+
+# ---- two rotations within one delay, losses, the default start (issue 15) ------------------------------------
+
+
+def test_two_rotations_between_reads_read_the_middle_file_by_identity(tmp_path: Path) -> None:
+    log = tmp_path / "app.log"
+    log.write_bytes(numbered(1, 100))
+    tail = Tail(log)
+    tail.read()
+    with open(log, "ab") as fh:
+        fh.write(numbered(101, 200))
+    os.rename(log, f"{log}.1")  # rotation 1
+    log.write_bytes(numbered(201, 300))
+    os.rename(f"{log}.1", f"{log}.2")  # rotation 2, logrotate style (all within one clock tick, likely)
+    os.rename(log, f"{log}.1")
+    log.write_bytes(numbered(301, 400))
+    (tmp_path / "app.log.3.gz").write_bytes(b"\x1f\x8b not a log")  # compressed: never read
+    tail.read_until_quiet()
+    assert tail.data == numbered(1, 400)
+    assert tail.events() == ["rotated"]
+    assert not any(r.get("lost") for r in tail.replies)
+
+
+def test_the_middle_file_larger_than_max_bytes_is_read_over_several_reads(tmp_path: Path) -> None:
+    log = tmp_path / "app.log"
+    log.write_bytes(numbered(1, 10))
+    tail = Tail(log, max_bytes=4096)
+    tail.read()
+    os.rename(log, f"{log}.1")
+    log.write_bytes(numbered(11, 500, width=20))
+    os.rename(f"{log}.1", f"{log}.2")
+    os.rename(log, f"{log}.1")
+    log.write_bytes(numbered(501, 510))
+    tail.read_until_quiet()
+    assert tail.data == numbered(1, 10) + numbered(11, 500, width=20) + numbered(501, 510)
+    assert tail.events() == ["rotated"]
+
+
+def test_a_rotated_file_gone_before_it_was_read_is_a_loss_with_a_byte_count(tmp_path: Path) -> None:
+    log = tmp_path / "app.log"
+    log.write_bytes(numbered(1, 1000))
+    tail = Tail(log, max_bytes=4096)
+    tail.read()
+    read = len(tail.data)
+    os.rename(log, f"{log}.1")
+    log.write_bytes(numbered(2001, 2010))  # before the unlink: a new inode
+    os.unlink(f"{log}.1")
+    reply = tail.read()
+    assert reply["lost"] == {"bytes": len(numbered(1, 1000)) - read, "why": "the rotated file is gone"}
+    tail.read_until_quiet()
+    assert tail.data.endswith(numbered(2001, 2010))
+
+
+def test_truncation_without_a_copy_is_a_loss(tmp_path: Path) -> None:
+    log = tmp_path / "app.log"
+    log.write_bytes(numbered(1, 1000))
+    tail = Tail(log, max_bytes=4096)
+    tail.read()
+    read = len(tail.data)
+    log.write_bytes(b"")
+    with open(log, "ab") as fh:
+        fh.write(b"fresh\n")
+    reply = tail.read()
+    assert reply["lost"]["bytes"] == len(numbered(1, 1000)) - read
+    assert "truncated" in reply["events"]
+
+
+def test_auto_start_reads_a_fresh_log_from_byte_0_and_a_stale_one_from_its_end(tmp_path: Path) -> None:
+    stale, fresh = tmp_path / "stale.log", tmp_path / "fresh.log"
+    stale.write_bytes(b"old run\nJOB DONE\npartial")
+    fresh.write_bytes(b"new run\n")
+    hour_ago = time.time() - 3600
+    os.utime(stale, (hour_ago, hour_ago))
+    run_started = time.time() - 60
+    out = reader.read_log({"path": str(stale), "offset": None}, 4096, "auto", run_started)
+    assert (out["offset"], out["chunks"], out["events"], out["stale_bytes"]) == (17, [], ["stale"], 17)
+    out = reader.read_log({"path": str(fresh), "offset": None}, 4096, "auto", run_started)
+    assert out["offset"] == 8 and out["events"] == []
+    out = reader.read_log({"path": str(stale), "offset": None}, 4096, "auto", None)  # run start unknown
+    assert out["offset"] == 17 and out["events"] == [] and out["chunks"]
+
+
+def test_run_round_takes_the_run_age_by_the_controllers_clock(tmp_path: Path) -> None:
+    log = tmp_path / "job.log"
+    log.write_bytes(b"JOB DONE\n")
+    old = time.time() - 600
+    os.utime(log, (old, old))
+    spec = {"path": str(log), "offset": None}
+    reply = reader.run_round({"logs": [spec], "max_bytes": 4096, "start": "auto", "run_age": 60})
+    assert reply["logs"][0]["events"] == ["stale"]
+    reply = reader.run_round({"logs": [spec], "max_bytes": 4096, "start": "auto", "run_age": 6000})
+    assert reply["logs"][0]["events"] == [] and reply["logs"][0]["offset"] == 9
+
+
+def test_a_kept_reader_ends_when_nothing_comes_for_its_idle_timeout(tmp_path: Path) -> None:
+    program = (action_mod.reader_source() + "\nserve()\n").encode("ascii")
+    cmd = action_mod.reader_command(sys.executable, 0, action_mod._SERVE_BOOTSTRAP)
+    proc = subprocess.Popen(["/bin/sh", "-c", cmd], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    assert proc.stdin is not None and proc.stdout is not None
+    request = {"logs": [], "max_bytes": 4096, "start": "auto", "idle_timeout": 1}
+    literal = action_mod.request_literal(request).encode("ascii")
+    # the program and the first request in one write: nothing may sit unseen in a buffer
+    proc.stdin.write(b"%d\n%s%d\n%s" % (len(program), program, len(literal), literal))
+    proc.stdin.flush()
+    assert reader.END_OF_REPLY in proc.stdout.readline().decode() + proc.stdout.readline().decode()
+    assert proc.wait(timeout=30) == 0  # stdin still open: it ended on its own
+
+
+def test_fs_full_reports_a_file_system_without_space_or_inodes(monkeypatch, tmp_path) -> None:
+    assert reader.fs_full(str(tmp_path / "job.log")) is None  # the test's own file system has room
+    assert reader.fs_full("/nonexistent-dir/job.log") is None
+
+    def fake(free_blocks: int, free_inodes: int, files: int = 100):
+        return lambda _p: os.statvfs_result((4096, 4096, 16, 0, free_blocks, files, 0, free_inodes, 0, 255))
+
+    monkeypatch.setattr(reader.os, "statvfs", fake(0, 10))
+    assert reader.fs_full("/d/job.log") == {"free": 0, "size": 65536, "free_inodes": 10}
+    monkeypatch.setattr(reader.os, "statvfs", fake(3, 0))
+    assert reader.fs_full("/d/job.log") == {"free": 12288, "size": 65536, "free_inodes": 0}
+    monkeypatch.setattr(reader.os, "statvfs", fake(3, 0, files=0))  # no inode accounting (btrfs)
+    assert reader.fs_full("/d/job.log") is None
+    monkeypatch.setattr(reader.os, "statvfs", fake(3, 5))
+    assert reader.fs_full("/d/job.log") is None

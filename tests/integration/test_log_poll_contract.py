@@ -1,0 +1,397 @@
+"""cvs.cluster.log_poll's contract on the simulated cluster (issues 14 and 15): stale markers with the default
+start, two rotations within one delay, losses, late failures after the marker, long host names, orphaned workers,
+state retention, a log that never appears.
+
+Same driver as test_log_poll.py (fixtures/log_poll/lp_support.py), both backends unless a test says why not.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "fixtures" / "log_poll"))
+
+from lp_support import REMOTE_ROOT, Scenario, Target, alias_target, lp_target, numbers
+from lp_writer import expected_bytes, numbered
+
+__all__ = ["lp_target"]
+
+# the kept reader's bootstrap on a node (see _SERVE_BOOTSTRAP); the bracket keeps pgrep from matching itself
+READERS = (
+    "me=$(readlink /proc/self/ns/net); for p in $(pgrep -f 'b[.]readline'); do "
+    '[ "$(readlink /proc/$p/ns/net 2>/dev/null)" = "$me" ] && echo $p; done | wc -l'
+)
+
+
+def reader_count(target: Target, host: str) -> int:
+    return int(target.node_exec(host, READERS).stdout.strip() or 0)
+
+
+def test_default_start_never_completes_on_an_earlier_runs_marker(lp_target: Target, tmp_path: Path) -> None:
+    """The log holds an earlier run's marker before this playbook starts; the poll uses the default start."""
+    sc = Scenario(lp_target, tmp_path, "stale-default")
+    logs = {h: f"{REMOTE_ROOT}/stale-default-logs/{h}/job.log" for h in lp_target.hosts}
+    for host, log in logs.items():  # an earlier run, before this playbook (outside the per-run directory)
+        folder = os.path.dirname(log)
+        written = f"rm -rf {folder} && mkdir -p {folder} && printf 'old step 9\\nJOB DONE\\n' > {log}"
+        lp_target.node_exec(host, f"{written} && touch -d @$(($(date +%s) - 5)) {log}")  # it ran 5 s ago
+    specs = {
+        h: {
+            "path": logs[h],
+            "host": h,
+            "steps": [
+                {"wait_for": f"{sc.dir(h)}/go"},
+                {"ticks": 4, "every": 0.1, "marker_at": 4, "marker": "JOB DONE"},
+            ],
+        }
+        for h in lp_target.hosts
+    }
+    sc.writer("job", specs)
+    sc.poll("watch", {"logs": ["{{ lp_stale_log }}"], "complete": {"pattern": "^JOB DONE$"}}, delay=0.2)
+    sc.tasks[-1]["vars"] = {"lp_stale_log": f"{REMOTE_ROOT}/stale-default-logs/{{{{ inventory_hostname }}}}/job.log"}
+
+    def launch_after_two_rounds(scenario: Scenario) -> None:
+        for host in lp_target.hosts:
+            scenario.wait_rounds("watch", host, 2)
+        for host in lp_target.hosts:
+            scenario.go(host, "go")
+
+    out = sc.run(during=launch_after_two_rounds)
+    for host in lp_target.hosts:
+        result = out.result("watch", host)
+        assert result["completed"] and not result["failed"], result["msg"]
+        assert out.lines("watch", host) == ["tick 1", "tick 2", "tick 3", "JOB DONE"]
+        first, second = out.task_rounds("watch", host)[:2]
+        assert first["new_lines"] == second["new_lines"] == [] and not second["finished"]
+        assert [e["event"] for e in result["events"]] == ["stale"]
+
+
+def test_two_rotations_within_one_delay_read_the_middle_file(lp_target: Target, tmp_path: Path) -> None:
+    """logrotate twice between two rounds (job.log.1 -> .2, job.log -> .1, twice): the middle file, still there
+    as job.log.1, is read by identity; every line once, in order, no loss reported."""
+    sc = Scenario(lp_target, tmp_path, "rotate-twice")
+    specs = {}
+    for i, host in enumerate(lp_target.hosts):
+        log = f"{sc.dir(host)}/job.log"
+        specs[host] = {
+            "path": log,
+            "host": host,
+            "seed": 900 + i,
+            "steps": [
+                {"lines": [1, 1000], "chunk": [4000, 4000], "seconds": 0},
+                {"wait_for": f"{sc.dir(host)}/go"},  # right after a round: the rest happens within one delay
+                {"lines": [1001, 2000], "chunk": [100000, 100000], "seconds": 0},
+                {"rotate": "rename", "to": log + ".1"},
+                {"lines": [2001, 3000], "chunk": [100000, 100000], "seconds": 0},
+                {"move": log + ".1", "to": log + ".2"},
+                {"rotate": "rename", "to": log + ".1"},
+                {"lines": [3001, 4000], "chunk": [100000, 100000], "seconds": 0},
+                {"write": "WRITER DONE\n"},
+            ],
+        }
+    sc.writer("job", specs)
+    sc.poll("watch", {"logs": ["{{ lp_dir }}/job.log"], "complete": {"pattern": "^WRITER DONE$"}}, delay=3, save=True)
+
+    def rotate_after_the_first_lines(scenario: Scenario) -> None:
+        for host in lp_target.hosts:
+            scenario.wait_for(f"line 1000 on {host}", lambda h=host: len(numbers(out_lines(scenario, h))) >= 1000)
+            scenario.go(host, "go")
+
+    out = sc.run(during=rotate_after_the_first_lines)
+    for host in lp_target.hosts:
+        result = out.result("watch", host)
+        assert result["completed"] and not result["failed"], result["msg"]
+        assert numbers(out.lines("watch", host)) == list(range(1, 4001))
+        assert out.saved("watch", host, "job") == expected_bytes(specs[host])
+        assert [e["event"] for e in result["events"]] == ["rotated"], result["events"]
+        assert not any(s.get("lost_bytes") for r in out.task_rounds("watch", host) for s in r["log_states"])
+
+
+def out_lines(scenario: Scenario, host: str, task: str = "watch") -> list[str]:
+    return [line for r in scenario.load_rounds() if r["task"] == task and r["host"] == host for line in r["new_lines"]]
+
+
+def test_a_rotated_file_gone_before_it_was_read_is_reported_lost_with_bytes(lp_target: Target, tmp_path: Path) -> None:
+    sc = Scenario(lp_target, tmp_path, "rotate-lost")
+    specs = {}
+    for host in lp_target.hosts:
+        log = f"{sc.dir(host)}/job.log"
+        specs[host] = {
+            "path": log,
+            "host": host,
+            "steps": [
+                {"lines": [1, 3000], "chunk": [300000, 300000], "seconds": 0},
+                {"wait_for": f"{sc.dir(host)}/go"},
+                {"rotate": "rename", "to": log + ".1"},
+                {"remove": log + ".1"},
+                {"lines": [3001, 3100], "chunk": [100000, 100000], "seconds": 0},
+                {"write": "WRITER DONE\n"},
+            ],
+        }
+    sc.writer("job", specs)
+    # 4 KiB a round: the poll is far behind when the rotated file goes
+    sc.poll(
+        "watch",
+        {"logs": ["{{ lp_dir }}/job.log"], "complete": {"pattern": "^WRITER DONE$"}, "max_bytes": 4096},
+        delay=0.5,
+        save=True,
+    )
+
+    def rotate_and_delete(scenario: Scenario) -> None:
+        for host in lp_target.hosts:
+            scenario.wait_rounds("watch", host, 2)
+            scenario.go(host, "go")
+
+    out = sc.run(during=rotate_and_delete)
+    for host in lp_target.hosts:
+        result = out.result("watch", host)
+        assert result["completed"] and not result["failed"], result["msg"]
+        first = numbered(host, 1, 3000)
+        rest = numbered(host, 3001, 3100) + b"WRITER DONE\n"
+        saved = out.saved("watch", host, "job")
+        assert saved.endswith(rest) and first.startswith(saved[: len(saved) - len(rest)])
+        lost = len(first) - (len(saved) - len(rest))
+        assert lost > 0
+        states = [s for r in out.task_rounds("watch", host) for s in r["log_states"] if s.get("lost_bytes")]
+        assert [s["lost_bytes"] for s in states] == [lost], states
+        assert "lost" in states[0]["events"]
+        path = f"{sc.dir(host)}/job.log"
+        warning = f"{host}: {path}: at least {lost} bytes were never read and are lost (the rotated file is gone)"
+        assert warning in out.result("watch", host).get("warnings", []) or warning in " ".join(
+            (out.proc.stdout + out.proc.stderr).split()
+        ), out.tail()
+
+
+def test_a_late_traceback_gets_the_same_verdict_and_full_copies_on_every_host(
+    lp_target: Target, tmp_path: Path
+) -> None:
+    """Identical logs: the marker, 600 KB more, then a traceback. The first host reads it all in one round and
+    fails; the others, still reading (64 KiB a round), must read to the end too and fail on their own traceback,
+    with a saved copy equal to the remote file."""
+    sc = Scenario(lp_target, tmp_path, "late-traceback")
+    quick = lp_target.hosts[0]
+    trace = 'Traceback (most recent call last):\n  File "train.py", line 1\nRuntimeError: boom\n'
+    specs = {
+        h: {
+            "path": f"{sc.dir(h)}/job.log",
+            "host": h,
+            "steps": [
+                {"write": "JOB DONE\n"},
+                {"lines": [1, 9000], "chunk": [1000000, 1000000], "seconds": 0},
+                {"write": trace},
+            ],
+        }
+        for h in lp_target.hosts
+    }
+    sc.writer("job", specs)
+    # the whole log is there before the first round (else the group could complete on the marker alone)
+    sc.shell("wait for the writer", "until grep -q '^RuntimeError: boom$' {{ lp_dir }}/job.log; do sleep 0.1; done")
+    sc.poll(
+        "watch",
+        {
+            "logs": ["{{ lp_dir }}/job.log"],
+            "error_patterns": {"crash": "^Traceback"},
+            "complete": {"pattern": "^JOB DONE$"},
+            "max_bytes": "{{ 4194304 if inventory_hostname == lp_quick else 65536 }}",
+        },
+        delay=0.5,
+        save=True,
+    )
+    sc.tasks[-1]["vars"] = {"lp_quick": quick}
+    sc.fetch("job.log")
+    out = sc.run()
+    for host in lp_target.hosts:
+        result = out.result("watch", host)
+        assert result["failed"] and not result.get("aborted_by"), result["msg"]
+        assert result["msg"] == (
+            f"error pattern 'crash' matched on {host} in {sc.dir(host)}/job.log: Traceback (most recent call last):"
+        )
+        assert result["error"]["name"] == "crash" and result["error"]["host"] == host
+        assert out.saved("watch", host, "job") == out.fetched(host, "job.log") == expected_bytes(specs[host])
+
+
+def test_a_253_character_fqdn_polls(lp_target: Target, tmp_path: Path) -> None:
+    """A valid 253-character FQDN as the inventory name (an alias of the first host): its state files fit."""
+    fqdn = ".".join(["a" * 63, "b" * 63, "c" * 63, "d" * 57 + "-lp"])
+    fqdn = fqdn + "x" * (253 - len(fqdn))
+    assert len(fqdn) == 253 and all(len(label) <= 63 for label in fqdn.split("."))
+    target = alias_target(lp_target, tmp_path, {fqdn: lp_target.hosts[0], "short": lp_target.hosts[1]})
+    sc = Scenario(target, tmp_path, "fqdn")
+    specs = {
+        h: {"path": f"{sc.dir(h)}/job.log", "host": h, "steps": [{"ticks": 5, "every": 0.1, "marker_at": 5}]}
+        for h in target.hosts
+    }
+    sc.writer("job", specs)
+    sc.poll("watch", {"logs": ["{{ lp_dir }}/job.log"], "complete": {"pattern": "^MARK$"}}, save=True)
+    out = sc.run()
+    for host in target.hosts:
+        result = out.result("watch", host)
+        assert result["completed"] and not result["failed"], result["msg"]
+        assert out.lines("watch", host) == ["tick 1", "tick 2", "tick 3", "tick 4", "MARK"]
+        assert out.saved("watch", host, "job") == expected_bytes(specs[host])
+        assert result["group"]["hosts"] == [fqdn, "short"]
+
+
+def processes() -> list[str]:
+    proc = subprocess.run(["ps", "-eo", "pid=,args="], capture_output=True, text=True, check=True)
+    return [row.strip() for row in proc.stdout.splitlines() if " ps -eo " not in row]
+
+
+def test_workers_and_kept_readers_end_when_the_playbook_is_killed(lp_target: Target, tmp_path: Path) -> None:
+    """ansible-runner's cancel: SIGKILL of ansible-playbook's whole process group while log_poll polls. Workers
+    call setsid(), so the kill does not reach them: they and their kept readers must end on their own."""
+    if lp_target.local:
+        pytest.fail("needs the simulated cluster (the kept reader runs over ssh)")
+    sc = Scenario(lp_target, tmp_path, "orphans")
+    specs = {
+        h: {"path": f"{sc.dir(h)}/job.log", "host": h, "steps": [{"ticks": 3000, "every": 0.1}]}
+        for h in lp_target.hosts
+    }
+    sc.writer("job", specs)
+    sc.poll("watch", {"logs": ["{{ lp_dir }}/job.log"], "complete": {"pattern": "never"}}, delay=1)
+    playbook = str(sc.out / "playbook.yml")
+    readers_before = {row for row in processes() if "b.readline" in row}
+    seen: dict[str, object] = {}
+
+    def ours() -> list[str]:
+        """This run's processes on the controller: its ansible-playbook processes (the main one and the workers
+        name the playbook) and the kept readers' ssh clients started since."""
+        return [r for r in processes() if playbook in r or ("b.readline" in r and r not in readers_before)]
+
+    def kill_the_group(scenario: Scenario) -> None:
+        for host in lp_target.hosts:
+            scenario.wait_rounds("watch", host, 3)
+        seen["nodes"] = {h: reader_count(lp_target, h) for h in lp_target.hosts}
+        seen["controller"] = ours()
+        assert scenario._proc is not None
+        os.killpg(scenario._proc.pid, signal.SIGKILL)
+
+    out = sc.run(during=kill_the_group)
+    assert out.proc.returncode == -signal.SIGKILL
+    assert seen["nodes"] == dict.fromkeys(lp_target.hosts, 1), seen  # the poll ran, with its kept readers
+    workers = [r for r in seen["controller"] if playbook in r]
+    assert len(workers) > len(lp_target.hosts), seen["controller"]  # the main process and one worker per host
+    deadline = time.monotonic() + 20
+    while True:
+        left = ours()
+        on_nodes = {h: reader_count(lp_target, h) for h in lp_target.hosts}
+        if not left and not any(on_nodes.values()):
+            break
+        if time.monotonic() > deadline:
+            raise AssertionError(f"20 s after the kill: on the controller {left}, readers on the nodes {on_nodes}")
+        time.sleep(0.2)
+
+
+@pytest.mark.parametrize("lp_target", ["baremetal"], indirect=True)
+def test_state_of_old_runs_is_removed_after_the_retention(lp_target: Target, tmp_path: Path) -> None:
+    """Controller state: a run unused for longer than state_retention (default one day) is removed by the next
+    poll; one still written to (a long poll of another playbook) and a recent one stay. Controller-only: one
+    backend."""
+    state = tmp_path / "state"
+    old, live, recent = state / "1-old" / "t", state / "2-live" / "t", state / "3-recent" / "t"
+    for task in (old, live, recent):
+        (task / "hosts").mkdir(parents=True)
+        (task / "hosts" / "h-node1.json").write_text("{}")
+
+    def age(path: Path, seconds: float) -> None:
+        when = time.time() - seconds
+        os.utime(path, (when, when))
+
+    for path in (old / "hosts", old, old.parent):
+        age(path, 2 * 24 * 3600)  # two days: within today's three-day prune, past the documented one day
+    for path in (live, live.parent):
+        age(path, 30 * 24 * 3600)  # its hosts/ was written just now
+    for path in (recent / "hosts", recent, recent.parent):
+        age(path, 3600)
+    sc = Scenario(lp_target, tmp_path, "retention")
+    sc.writer("job", {h: {"path": f"{sc.dir(h)}/job.log", "host": h, "steps": [{"ticks": 3, "every": 0.1,
+                                                                               "marker_at": 3}]}
+                      for h in lp_target.hosts})  # fmt: skip
+    sc.poll("watch", {"logs": ["{{ lp_dir }}/job.log"], "complete": {"pattern": "^MARK$"}, "state_dir": str(state)})
+    out = sc.run()
+    for host in lp_target.hosts:
+        assert out.result("watch", host)["completed"], out.result("watch", host)["msg"]
+    runs = sorted(p.name for p in state.iterdir())
+    assert "1-old" not in runs and {"2-live", "3-recent"} <= set(runs), runs
+    assert len(runs) == 3  # and this run's own state
+
+
+def test_a_log_that_never_appears_is_named_when_the_poll_times_out(lp_target: Target, tmp_path: Path) -> None:
+    sc = Scenario(lp_target, tmp_path, "never")
+    sc.shell("a log that exists", "echo started > {{ lp_dir }}/here.log")
+    sc.poll(
+        "watch",
+        {"logs": ["{{ lp_dir }}/here.log", "{{ lp_dir }}/never.log"], "complete": {"pattern": "^DONE$"}, "timeout": 2},
+    )
+    out = sc.run()
+    for host in lp_target.hosts:
+        result = out.result("watch", host)
+        assert (result["failed"] and result["timed_out"]) or result.get("aborted_by"), result["msg"]
+        if result["timed_out"]:
+            assert re.fullmatch(
+                rf"timed out after \d+s \(timeout 2s\) on {re.escape(host)}; {re.escape(sc.dir(host))}/never\.log "
+                r"never appeared",
+                result["msg"],
+            ), result["msg"]
+    assert any(out.result("watch", h)["timed_out"] for h in lp_target.hosts)
+
+
+@pytest.mark.parametrize("lp_target", ["baremetal"], indirect=True)
+def test_a_full_disk_on_a_node_fails_as_no_space_left_not_stalled(lp_target: Target, tmp_path: Path) -> None:
+    """The job's directory on one node is a 64 KiB file system that the job fills: its log stops growing and its
+    exit code file is left empty (ENOSPC). The poll must fail that host at once as "no space left", naming the
+    host, the log and the file system's numbers, not wait for stall_timeout (900 s, as the maxtext role sets
+    it) and say "stalled". Baremetal only: the node's file system is the point (in a container the log lives on
+    the container's file system, read by the same code)."""
+    if lp_target.local:
+        pytest.fail("needs the simulated cluster (a file system mounted in one node's namespace)")
+    full = lp_target.hosts[1]
+    disk = "/tmp/cvs-lp-full"
+    sc = Scenario(lp_target, tmp_path, "disk-full")
+    lp_target.node_exec(full, f"umount {disk} 2>/dev/null; mkdir -p {disk} && mount -t tmpfs -o size=64k tmpfs {disk}")
+    try:
+        others = [h for h in lp_target.hosts if h != full]
+        for host in others:
+            lp_target.node_exec(host, f"rm -rf {disk} && mkdir -p {disk}")
+        sc.writer(
+            "job",
+            {h: {"path": f"{disk}/job.log", "host": h, "steps": [{"ticks": 600, "every": 0.1}]} for h in others},
+        )
+        job = (
+            f"d={disk}; echo 'step 1' >> $d/job.log; head -c 1048576 /dev/zero > $d/checkpoint; "
+            "echo 'step 2' >> $d/job.log; echo 1 > $d/exit_code; df -k $d; exit 0"
+        )
+        sc.shell("a job that fills its disk", job, when=f"inventory_hostname == {full!r}")
+        sc.poll(
+            "watch",
+            {
+                "logs": [f"{disk}/job.log"],
+                "complete": {"pattern": "^DONE$", "exit_code_file": f"{disk}/exit_code"},
+                "stall_timeout": 900,
+                "timeout": 60,
+            },
+            delay=0.5,
+        )
+        out = sc.run()
+        df = lp_target.node_exec(full, f"stat -f -c '%a %b %S' {disk}; cat {disk}/exit_code | wc -c").stdout.split()
+    finally:
+        lp_target.node_exec(full, f"umount {disk}; rmdir {disk}")
+    assert df[0] == "0" and df[3] == "0", df  # the file system is full and the exit code file empty
+    result = out.result("watch", full)
+    assert result["failed"] and not result["stalled"] and not result["timed_out"], result["msg"]
+    assert re.fullmatch(
+        rf"no space left on device on {re.escape(full)}: the file system \(0 bytes free of {int(df[1]) * int(df[2])}, "
+        rf"\d+ inodes free\) holds {disk}/job\.log; the log cannot grow",
+        result["msg"],
+    ), result["msg"]
+    assert out.lines("watch", full) in (["step 1"], ["step 1", "step 2"])  # as far as the page it began
+    for host in others:
+        assert out.result("watch", host)["aborted_by"] == full, out.result("watch", host)["msg"]
