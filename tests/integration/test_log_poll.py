@@ -142,13 +142,7 @@ def test_stale_marker_does_not_complete_an_armed_poll(lp_target: Target, tmp_pat
         delay=0.2,
     )
 
-    def launch_after_two_rounds(scenario: Scenario) -> None:
-        for host in lp_target.hosts:
-            scenario.wait_rounds("watch", host, 2)
-        for host in lp_target.hosts:
-            scenario.go(host, "go")
-
-    out = sc.run(during=launch_after_two_rounds)
+    out = sc.run(during=sc.go_after_rounds("watch", 2, "go"))
     for host in lp_target.hosts:
         result = out.result("watch", host)
         assert result["completed"] and not result["failed"], result["msg"]

@@ -58,13 +58,7 @@ def test_default_start_never_completes_on_an_earlier_runs_marker(lp_target: Targ
     sc.poll("watch", {"logs": ["{{ lp_stale_log }}"], "complete": {"pattern": "^JOB DONE$"}}, delay=0.2)
     sc.tasks[-1]["vars"] = {"lp_stale_log": f"{REMOTE_ROOT}/stale-default-logs/{{{{ inventory_hostname }}}}/job.log"}
 
-    def launch_after_two_rounds(scenario: Scenario) -> None:
-        for host in lp_target.hosts:
-            scenario.wait_rounds("watch", host, 2)
-        for host in lp_target.hosts:
-            scenario.go(host, "go")
-
-    out = sc.run(during=launch_after_two_rounds)
+    out = sc.run(during=sc.go_after_rounds("watch", 2, "go"))
     for host in lp_target.hosts:
         result = out.result("watch", host)
         assert result["completed"] and not result["failed"], result["msg"]
