@@ -203,3 +203,63 @@ def test_unparseable_output_is_an_error_naming_node_and_test(run_playbook: Calla
         assert test["name"] == "mem" and test["status"] == "ERROR"
         assert "unparseable output" in test["reason"], test
         assert f"{node}: rvs test mem ERROR" in proc.stdout and "unparseable output" in proc.stdout
+
+
+CVS_HEALTH_CONFIG = Path(__file__).resolve().parent / "fixtures" / "rvs" / "cvs_health_config.json"
+
+
+def test_upstream_health_config_runs_with_its_timeouts_and_patterns(
+    run_playbook: Callable[..., Any], faults: Callable[..., None], tmp_path: Path
+) -> None:
+    """An upstream CVS health configuration, given with -e @file: its level_config entry is the level run.
+
+    The file's 3 s level timeout cuts node2's hung level run (the role's default is 1800 s); its fail
+    pattern, upper-case like upstream's and matched case-insensitively, fails the healthy nodes on a line
+    their output always has; its installer-only keys are named as ignored; path is rvs's directory.
+    """
+    faults("node2", {"hang": ["level4"]})
+    proc = run_playbook(
+        PLAYBOOK,
+        "baremetal",
+        {"cvs_results_dir": str(tmp_path), "rvs_poll_interval": 1, "rvs_kill_grace": 1},
+        args=["-e", f"@{CVS_HEALTH_CONFIG}"],
+        check=False,
+    )
+    assert proc.returncode != 0
+    for key in ("git_install_path", "git_url", "nfs_install", "rocm_path", "config_path_mi300x"):
+        assert f"rvs.{key}: ignored" in proc.stdout, key
+    results = _results(tmp_path)
+    hung = results["node2"]["tests"]
+    assert [t["name"] for t in hung] == ["level4"] and hung[0]["timeout"] == 3
+    assert hung[0]["timed_out"] is True and "timed out after 3 s" in hung[0]["reason"]
+    assert hung[0]["command"] == "/opt/rocm/bin/rvs -r 4"
+    for node in ("node1", "node3"):
+        (run,) = results[node]["tests"]
+        assert run["status"] == "FAIL" and not run["timed_out"], run
+        lines = [f["line"] for f in run["failures"]]
+        assert any("Package rccl installed version is 2.22" in line for line in lines), lines
+
+
+@pytest.mark.parametrize(
+    ("block", "message"),
+    [
+        ({"test": []}, "rvs.test: is not a key of upstream's rvs schema; did you mean 'tests'?"),
+        ({"path": "<changeme>/bin"}, "rvs.path: still holds the placeholder '<changeme>'"),
+        (
+            {"tests": [{"name": "level_config", "fail_regex_patterns": ["met:(FALSE"]}]},
+            "rvs.tests[0].fail_regex_patterns[0]: invalid regular expression 'met:(FALSE'",
+        ),
+    ],
+    ids=["unknown-key", "placeholder", "bad-regex"],
+)
+def test_upstream_health_config_errors_stop_before_prepare(
+    run_playbook: Callable[..., Any], tmp_path: Path, block: dict[str, Any], message: str
+) -> None:
+    config = tmp_path / "health.json"
+    config.write_text(json.dumps({"rvs": block}))
+    proc = run_playbook(
+        PLAYBOOK, "baremetal", {"cvs_results_dir": str(tmp_path / "results")}, args=["-e", f"@{config}"], check=False
+    )
+    assert proc.returncode != 0
+    assert message in proc.stdout
+    assert "PLAY [Prepare" not in proc.stdout
