@@ -68,6 +68,24 @@ def port_in_use(port):
     return False
 
 
+# MaxText >= 26.4 keeps train.py in <checkout>/src/maxtext/trainers/pre_train/ and its configs in
+# <checkout>/src/maxtext/configs/; older releases keep both in <checkout>/[src/]MaxText/.
+_PACKAGED_TRAINER = ("maxtext", "trainers", "pre_train")
+
+
+def maxtext_layout(train):
+    """(directory relative config paths start from, default working directory, directory holding the
+    packages train.py imports) for a train script."""
+    script_dir = os.path.dirname(train)
+    parts = script_dir.split(os.sep)
+    if tuple(parts[-3:]) == _PACKAGED_TRAINER:
+        package = os.sep.join(parts[:-2])
+        packages = os.path.dirname(package)
+        checkout = os.path.dirname(packages) if os.path.basename(packages) == "src" else packages
+        return package, checkout, packages
+    return script_dir, os.path.dirname(script_dir), os.path.dirname(script_dir)
+
+
 def main():
     req = json.loads(sys.argv[1])
     problems = []
@@ -82,13 +100,14 @@ def main():
     if not train:
         problems.append(["maxtext_train_scripts", f"no train script at any configured path ({', '.join(scripts)})"])
     else:
-        script_dir = os.path.dirname(train)
-        found["workdir"] = req["workdir"] or os.path.dirname(script_dir)
+        config_root, checkout, packages = maxtext_layout(train)
+        found["workdir"] = req["workdir"] or checkout
+        found["python_path"] = req["workdir"] or packages
         if not os.path.isdir(found["workdir"]):
             problems.append(["maxtext_workdir", f"{found['workdir']} is not a directory"])
         base = req["base_config"]
         if base and not os.path.isabs(base):
-            base = os.path.normpath(os.path.join(script_dir, base))
+            base = os.path.normpath(os.path.join(config_root, base))
         found["base_config"] = base
         if base and not os.path.isfile(base):
             problems.append(["maxtext_base_config", f"{base} does not exist (train script: {train})"])
@@ -134,4 +153,5 @@ def main():
     print(json.dumps(found))
 
 
-main()
+if __name__ == "__main__":
+    main()
