@@ -408,3 +408,62 @@ def test_coordinator_port_in_use_fails_naming_the_head_node(
         assert rec["stop"] is None
         node_exec(node, f"test ! -e {rec['run_dir']}")
         assert _leftovers(node_exec, node, rec["run"]) == ""
+
+
+UPSTREAM_THRESHOLDS = Path(__file__).resolve().parent / "fixtures" / "maxtext" / "upstream_threshold.json"
+
+
+def test_upstream_threshold_file_judges_with_upstream_metric_names(
+    run_playbook: Callable[..., Any], cluster: Any, node_exec: Callable[..., Any], tmp_path: Path
+) -> None:
+    """An upstream CVS threshold file as it is (the lookup | from_json a user writes), its BF16 cell chosen:
+    the slow node fails its per-GPU TFLOP/s minimum, info metrics are recorded with upstream's units."""
+    proc = _run(
+        run_playbook,
+        cluster,
+        node_exec,
+        "baremetal",
+        tmp_path,
+        faults={"node2": {"slow_factor": 4.0}},
+        maxtext_thresholds=json.loads(UPSTREAM_THRESHOLDS.read_text()),
+        maxtext_threshold_cell="NNODES=3,STEPS=20,PRECISION=BF16",
+    )
+    out = _output(proc)
+    assert proc.returncode != 0
+    results = _results(tmp_path)
+    assert results["node1"]["status"] == "PASS" and results["node3"]["status"] == "PASS", out[-3000:]
+    rows = {n: {m["metric"]: m for m in rec["metrics"]} for n, rec in results.items()}
+    slow = rows["node2"]["tflops_per_sec_per_gpu"]
+    assert slow["status"] == "FAIL" and slow["threshold"] == {"min": 100.0} and 30 < slow["value"] < 45
+    assert re.search(r"FAILED on node2: metric check failed: tflops_per_sec_per_gpu 3\d\.\d+ < min 100\.0", out)
+    for node in ("node1", "node3"):
+        got = rows[node]
+        assert got["tflops_per_sec_per_gpu"]["status"] == "PASS"
+        total = got["tokens_per_sec_total"]
+        assert total["status"] == "RECORD"
+        assert total["value"] == pytest.approx(got["tokens_per_device"]["value"] * 8 * 3)
+        p95 = got["step_time_p95_ms"]
+        assert p95["status"] == "PASS" and p95["value"] == pytest.approx(got["step_time_p95"]["value"] * 1000)
+        assert got["loss_decreased"]["status"] == "RECORD" and got["steps_to_target"]["value"] is None
+
+
+def test_upstream_threshold_file_errors_stop_before_anything_starts(
+    run_playbook: Callable[..., Any], cluster: Any, node_exec: Callable[..., Any], tmp_path: Path
+) -> None:
+    proc = _run(
+        run_playbook,
+        cluster,
+        node_exec,
+        "baremetal",
+        tmp_path,
+        playbook=PLAYBOOK,
+        maxtext_thresholds=json.loads(UPSTREAM_THRESHOLDS.read_text()),
+    )
+    out = _output(proc)
+    assert proc.returncode != 0
+    for node in NODES:
+        assert (
+            f"{node}: invalid MaxText settings: maxtext_thresholds: the threshold file has 2 cells; "
+            "choose one with maxtext_threshold_cell: NNODES=3,STEPS=20,PRECISION=BF16; NNODES=3,STEPS=20,PRECISION=FP8"
+        ) in " ".join(out.split())
+    assert "cvs.cluster.prepare : Check the inventory model" not in out
