@@ -19,6 +19,7 @@ PKGS=(
 	python3-requests # community.docker modules on the nodes (vendored API client)
 	chromium         # the HTML report test opens report.html headless
 	shellcheck       # ansible-test sanity shellcheck test
+	sudo             # become with a password (tests/integration/test_become.py)
 	make
 )
 
