@@ -27,6 +27,7 @@ from ansible.utils.display import Display
 
 from ansible_collections.cvs.cluster.plugins.module_utils import _log_reader
 from ansible_collections.cvs.cluster.plugins.module_utils._log_poll_spec import ARGUMENT_SPEC
+from ansible_collections.cvs.cluster.plugins.plugin_utils._console import capture_reason
 from ansible_collections.cvs.cluster.plugins.plugin_utils._log_poll import (
     POLICIES,
     PROBES,
@@ -49,7 +50,6 @@ from ansible_collections.cvs.cluster.plugins.plugin_utils._log_poll import (
     scan_lines,
     split_lines,
 )
-from ansible_collections.cvs.cluster.plugins.plugin_utils._console import capture_reason
 from ansible_collections.cvs.cluster.plugins.plugin_utils._log_poll_budget import (
     CallLines,
     budget_problem,
@@ -257,7 +257,8 @@ class ActionModule(ActionBase):
             )
         self._group = group
         self._budget = args["event_budget"]
-        problem = budget_problem(self._budget, minimum_budget([(s.path, s.label) for s in self._logs], group, self._host))
+        minimum = minimum_budget([(s.path, s.label) for s in self._logs], group, self._host)
+        problem = budget_problem(self._budget, minimum)
         if problem:
             raise LogPollError(problem)
         call_seconds = args["call_seconds"]

@@ -25,6 +25,8 @@ RUNNER_MAX_EVENT_RES = 700_000
 # a status string longer than this (an error line, the last line, a message quoting a line) is cut when the
 # result is over budget; the whole line is in save_dir
 STATUS_STRING_CAP = 2000
+# the most warnings a result over budget keeps (the last ones)
+MAX_STATUS_WARNINGS = 3
 # call_seconds when unset: under ansible-runner/AWX a call polls for this long, elsewhere one round per call
 RUNNER_CALL_SECONDS = 120.0
 # room kept for what Ansible adds to a result (attempts, retries, _ansible_* keys, invocation)
@@ -89,21 +91,29 @@ def _cap_status(result: dict) -> None:
     if isinstance(error, dict):
         error["line"] = cap_string(str(error.get("line", "")))
         error["context"] = [cap_string(str(c)) for c in error.get("context") or []]
-    if isinstance(result.get("warnings"), list):
-        result["warnings"] = [cap_string(str(w)) for w in result["warnings"]]
+    warnings = result.get("warnings")
+    if isinstance(warnings, list):
+        kept = [cap_string(str(w)) for w in warnings[-MAX_STATUS_WARNINGS:]]
+        if len(warnings) > MAX_STATUS_WARNINGS:
+            kept.insert(0, f"{len(warnings) - MAX_STATUS_WARNINGS} earlier warnings left out (event_budget)")
+        result["warnings"] = kept
 
 
-def _place(result: dict, lines: CallLines, keep: int) -> None:
+def _place(result: dict, lines: CallLines, keep: int, totals: Sequence[int]) -> None:
+    """``new_lines`` := the first ``keep`` kept lines; ``totals``: each log's line count of the call."""
     new_lines, counts = lines.grouped(keep)
     result["new_lines"] = new_lines
     truncated = len(lines.kept) - keep + lines.dropped
-    truncated_bytes = lines.dropped_bytes + sum(len(x.encode("utf-8", "surrogateescape")) + 1 for _, x in lines.kept[keep:])
-    for index, entry in enumerate(result.get("log_states") or []):
+    left_out = lines.kept[keep:]
+    truncated_bytes = lines.dropped_bytes + sum(len(x.encode("utf-8", "surrogateescape")) + 1 for _, x in left_out)
+    for index, (entry, total) in enumerate(zip(result.get("log_states") or [], totals)):
         count = counts[index] if index < len(counts) else 0
-        dropped = int(entry.get("new_lines", 0)) - count
         entry["new_lines"] = count
-        if dropped > 0:
-            entry["new_lines_truncated"] = dropped
+        entry.pop("new_lines_truncated", None)
+        if total > count:
+            entry["new_lines_truncated"] = total - count
+    result.pop("new_lines_truncated", None)
+    result.pop("new_lines_truncated_bytes", None)
     if truncated:
         result["new_lines_truncated"] = truncated
         result["new_lines_truncated_bytes"] = truncated_bytes
@@ -115,13 +125,14 @@ def fit(result: dict, lines: CallLines, budget: int) -> dict:
     ``result["log_states"][i]["new_lines"]`` must hold log i's line count of the call (kept and dropped); it is set to
     the kept count, and ``new_lines_truncated`` (result and log) counts the lines left out of the event.
     """
+    totals = [int(entry.get("new_lines", 0)) for entry in result.get("log_states") or []]
     keep = len(lines.kept)
-    _place(result, lines, keep)
+    _place(result, lines, keep, totals)
     # Ansible adds attempts, retries and its _ansible_* keys to the result after the action returns
     budget = budget - ANSIBLE_OVERHEAD if budget else 0
     if not budget or measure(result) <= budget:
         return result
-    _place(result, lines, 0)
+    _place(result, lines, 0, totals)
     base = measure(result)
     if base > budget:
         _cap_status(result)
@@ -133,10 +144,10 @@ def fit(result: dict, lines: CallLines, budget: int) -> dict:
         room -= weights[keep]
         keep += 1
     # the counts in log_states grow by a digit or two as lines come back: step back until it fits
-    _place(result, lines, keep)
+    _place(result, lines, keep, totals)
     while keep and measure(result) > budget:
         keep = max(0, keep - max(1, keep // 100))
-        _place(result, lines, keep)
+        _place(result, lines, keep, totals)
     return result
 
 
@@ -148,26 +159,73 @@ def minimum_budget(logs: Sequence[tuple[str, str]], hosts: Sequence[str], host: 
     """
     long = "x" * (STATUS_STRING_CAP + 60)
     label = max((lb for _p, lb in logs), key=len, default="log")
-    cursor = {"offset": 10**15, "dev": 10**12, "ino": 10**12, "head_len": 4096, "head_hash": "0" * 64,
-              "size": 10**15, "mtime": 1e10, "away": None}  # fmt: skip
+    cursor = {
+        "offset": 10**15,
+        "dev": 10**12,
+        "ino": 10**12,
+        "head_len": 4096,
+        "head_hash": "0" * 64,
+        "size": 10**15,
+        "mtime": 1e10,
+        "away": None,
+    }
     states = [
-        {"path": p, "label": lb, "state": "unreadable", "new_lines": 10**9, "new_lines_truncated": 10**9,
-         "events": ["long_line_split", "rotated", "lost"], "error": long, "lost_bytes": 10**15, "offset": 10**15,
-         "size": 10**15, "more": False}  # fmt: skip
+        {
+            "path": p,
+            "label": lb,
+            "state": "unreadable",
+            "new_lines": 10**9,
+            "new_lines_truncated": 10**9,
+            "events": ["long_line_split", "rotated", "lost"],
+            "error": long,
+            "lost_bytes": 10**15,
+            "offset": 10**15,
+            "size": 10**15,
+            "more": False,
+        }
         for p, lb in logs
     ]
     skeleton = {
-        "changed": False, "finished": True, "failed": True, "completed": False, "new_lines": [],
-        "new_lines_truncated": 10**9, "new_lines_truncated_bytes": 10**15, "log_states": states,
-        "error": {"name": long[:200], "pattern": long[:500], "line": long, "path": max((p for p, _l in logs),
-                  key=len, default=""), "label": label, "host": host, "context": [long] * CONTEXT_LINES},
-        "timed_out": False, "stalled": False, "transport_error": long, "transport_failures": 10**6,
-        "round": 10**9, "rounds_in_call": 10**6, "elapsed": 1e10, "cursors": {p: cursor for p, _l in logs},
+        "changed": False,
+        "finished": True,
+        "failed": True,
+        "completed": False,
+        "new_lines": [],
+        "new_lines_truncated": 10**9,
+        "new_lines_truncated_bytes": 10**15,
+        "log_states": states,
+        "error": {
+            "name": long[:200],
+            "pattern": long[:500],
+            "line": long,
+            "path": max((p for p, _l in logs), key=len, default=""),
+            "label": label,
+            "host": host,
+            "context": [long] * CONTEXT_LINES,
+        },
+        "timed_out": False,
+        "stalled": False,
+        "transport_error": long,
+        "transport_failures": 10**6,
+        "round": 10**9,
+        "rounds_in_call": 10**6,
+        "elapsed": 1e10,
+        "cursors": {p: cursor for p, _l in logs},
         "events": [{"round": 10**9, "label": label, "event": "long_line_split"}] * MAX_EVENTS,
-        "lines_total": 10**15, "group": {"policy": "first", "hosts": list(hosts), "complete": 10**6,
-        "total": 10**6, "failed": 1, "decided": True}, "msg": long, "last_line": long, "aborted_by": max(hosts,
-        key=len, default=host), "warnings": [long] * 3,
-    }  # fmt: skip
+        "lines_total": 10**15,
+        "group": {
+            "policy": "first",
+            "hosts": list(hosts),
+            "complete": 10**6,
+            "total": 10**6,
+            "failed": 1,
+            "decided": True,
+        },
+        "msg": long,
+        "last_line": long,
+        "aborted_by": max(hosts, key=len, default=host),
+        "warnings": [long] * (MAX_STATUS_WARNINGS + 1),
+    }
     return measure(skeleton) + ANSIBLE_OVERHEAD
 
 

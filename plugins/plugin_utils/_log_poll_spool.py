@@ -12,6 +12,7 @@ file once it has read that record.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
@@ -99,8 +100,6 @@ class SpoolReader:
             self._offsets[name] = offset + end
             if done:
                 self._offsets.pop(name, None)
-                try:
+                with contextlib.suppress(OSError):
                     os.unlink(path)
-                except OSError:
-                    pass
         return records
