@@ -11,8 +11,8 @@ call_seconds run uses the round period measured in the first run: call_seconds =
 default under runner) of that period, for 3 calls per host. Meanwhile a writer appends CVS_BENCH_EVENT_LINES
 (default 5) lines per host and delay. Per host-hour is extrapolated by counting rounds: (events of the poll task
 per host / rounds per host) x 720, the rounds one host makes in an hour at delay 5; a 64-host hour adds the events
-that do not scale with the hour (play, task start, runner_on_start per host, stats) and one heartbeat per 30 s. Printed against the 4,000-event
-limit as a ratio. CVS_BENCH_EVENT_HOSTS changes the host count.
+that do not scale with the hour (play, task start, runner_on_start per host, stats) and one heartbeat per 30 s.
+Printed against the 4,000-event limit as a ratio. CVS_BENCH_EVENT_HOSTS changes the host count.
 """
 
 from __future__ import annotations
