@@ -55,8 +55,9 @@ class SpoolWriter:
             view = memoryview(data)
             while view:
                 view = view[os.write(self._fd, view) :]
-        except OSError:  # the console went away (its directory removed): results still carry the status
+        except OSError:  # the console went away (its directory removed): results carry the status and lines
             self.directory = None
+            self.lines = False
         if last:
             self.close()
 
