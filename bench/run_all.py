@@ -19,7 +19,7 @@ import time
 
 import _common as c
 
-BENCHES = ["round_vs_log_size", "round_vs_ssh", "error_latency", "hosts_scaling"]
+BENCHES = ["round_vs_log_size", "round_vs_ssh", "error_latency", "hosts_scaling", "events_budget"]
 
 
 def line(name: str, s: dict) -> str:
@@ -43,6 +43,12 @@ def line(name: str, s: dict) -> str:
             f"controller CPU {s['controller_cpu_per_host_round_s'] * 1000:.1f} ms/host-round; "
             f"largest fleet in {s['budget_s']:g}s: {s['largest_fitting_hosts'] or 'none of ' + str(s.get('tried'))} "
             "(target 256)"
+        )
+    if name == "events_budget":
+        return (
+            f"64 hosts x 1 h at delay 5: one round per call {s['per_round_job_events']} events "
+            f"({s['per_round_ratio_to_limit']:.2f}x the 4,000-event limit), call_seconds {s['per_task_job_events']} "
+            f"({s['per_task_ratio_to_limit']:.2f}x; target < 1x)"
         )
     return json.dumps(s)
 

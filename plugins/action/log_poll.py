@@ -27,6 +27,7 @@ from ansible.utils.display import Display
 
 from ansible_collections.cvs.cluster.plugins.module_utils import _log_reader
 from ansible_collections.cvs.cluster.plugins.module_utils._log_poll_spec import ARGUMENT_SPEC
+from ansible_collections.cvs.cluster.plugins.plugin_utils._console import capture_reason
 from ansible_collections.cvs.cluster.plugins.plugin_utils._log_poll import (
     POLICIES,
     PROBES,
@@ -48,6 +49,20 @@ from ansible_collections.cvs.cluster.plugins.plugin_utils._log_poll import (
     probe_outcome,
     scan_lines,
     split_lines,
+)
+from ansible_collections.cvs.cluster.plugins.plugin_utils._log_poll_budget import (
+    CallLines,
+    budget_problem,
+    default_call_seconds,
+    fit,
+    merge_round,
+    minimum_budget,
+    progress_of,
+)
+from ansible_collections.cvs.cluster.plugins.plugin_utils._log_poll_spool import (
+    SPOOL_LINES_ENV,
+    SpoolWriter,
+    spool_dir,
 )
 from ansible_collections.cvs.cluster.plugins.plugin_utils._log_poll_state import (
     StateStore,
@@ -194,7 +209,7 @@ class ActionModule(ActionBase):
             result.update(failed=True, finished=True, msg=f"log_poll: {exc}")
             return result
         try:
-            result = self._arm(result) if self._start == "arm" else self._round(result)
+            result = self._arm(result) if self._start == "arm" else self._poll(result)
         finally:
             if self._start == "arm" or result.get("finished") or result.get("failed"):
                 self._close_kept_reader()
@@ -241,6 +256,17 @@ class ActionModule(ActionBase):
                 f"batch): {', '.join(idle)}"
             )
         self._group = group
+        self._budget = args["event_budget"]
+        minimum = minimum_budget([(s.path, s.label) for s in self._logs], group, self._host)
+        problem = budget_problem(self._budget, minimum)
+        if problem:
+            raise LogPollError(problem)
+        call_seconds = args["call_seconds"]
+        if call_seconds is None:
+            call_seconds = default_call_seconds(bool(capture_reason(os.environ)))
+        if call_seconds < 0 or not math.isfinite(call_seconds):
+            raise LogPollError(f"call_seconds must be a finite number of seconds, not negative, got {call_seconds}")
+        self._call_seconds = call_seconds
         polling_together = len(self._participants)
         forks = (context.CLIARGS or {}).get("forks")
         if forks and polling_together > 1 and forks < polling_together:
@@ -407,6 +433,36 @@ class ActionModule(ActionBase):
             msg=f"armed {len(cursors)} of {len(self._logs)} log(s)",
         )
         return result
+
+    # ---- one call: one round, or rounds for call_seconds ----------------------------------
+
+    def _poll(self, base: dict) -> dict:
+        """Poll rounds until finished or the call's time is used; a result under the event budget.
+
+        Every round's lines (and progress between results) go to the cvs console's spool when it has one.
+        """
+        lines = CallLines(self._budget)
+        wants_lines = os.environ.get(SPOOL_LINES_ENV) == "1"
+        spool = SpoolWriter(spool_dir(os.environ, os.getppid()), self._host, str(self._task._uuid), wants_lines)
+        delay = float(getattr(self._task, "delay", 0) or 0)
+        deadline = time.monotonic() + self._call_seconds
+        total = None
+        while True:
+            result = self._round(dict(base))
+            labeled = []
+            for index, spec in enumerate(self._logs):
+                delivered = self._delivered.get(spec.path, [])
+                lines.add(index, delivered)
+                labeled.extend((spec.label, line) for line in delivered)
+            total = merge_round(total, result)
+            done = bool(result.get("finished") or result.get("failed")) or time.monotonic() + delay >= deadline
+            spool.write(labeled, progress_of(result), last=done)
+            if done:
+                break
+            time.sleep(delay)
+        if spool.lines:
+            total["lines_spooled"] = True
+        return fit(total, lines, self._budget)
 
     # ---- one round -----------------------------------------------------------------------
 

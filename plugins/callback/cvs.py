@@ -113,7 +113,9 @@ EXAMPLES = r"""
 import atexit
 import contextlib
 import os
+import shutil
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass
@@ -132,6 +134,7 @@ from ansible_collections.cvs.cluster.plugins.plugin_utils._console import (
     TaskProgress,
     capture_reason,
     failure_lines,
+    format_log_line,
     log_event_notes,
     normalize_choice,
     ok_line,
@@ -140,6 +143,11 @@ from ansible_collections.cvs.cluster.plugins.plugin_utils._console import (
     spinner_frame,
 )
 from ansible_collections.cvs.cluster.plugins.plugin_utils._console_tty import LiveLine, is_interactive
+from ansible_collections.cvs.cluster.plugins.plugin_utils._log_poll_spool import (
+    SPOOL_ENV,
+    SPOOL_LINES_ENV,
+    SpoolReader,
+)
 
 TICK_SECONDS = 0.2
 
@@ -179,6 +187,7 @@ class CallbackModule(DefaultCallbackModule):
         self._dead_streams: list[Any] = []
         self._tty_streams: list[str] = []
         self._pid = os.getpid()
+        self._spool: Optional[SpoolReader] = None
 
     # ------------------------------------------------------------------ options and environment
 
@@ -197,9 +206,46 @@ class CallbackModule(DefaultCallbackModule):
             _display_is_wrapped(),
         )
         self._live = None
+        self._open_spool()
         if self._spinner != "never" and not self._capture and is_interactive(sys.stdout):
             self._live = LiveLine(sys.stdout)
             self._tty_streams = [name for name in ("stdout", "stderr") if is_interactive(getattr(sys, name))]
+
+    def _open_spool(self) -> None:
+        """Where log_poll's workers (forked after this) write each round's lines and progress for the console."""
+        if self._spool is not None:
+            return
+        directory = tempfile.mkdtemp(prefix="cvs-console-spool-")
+        os.environ[SPOOL_ENV] = f"{os.getpid()}:{directory}"
+        self._spool = SpoolReader(directory)
+        owner = os.getpid()
+        atexit.register(lambda: os.getpid() == owner and shutil.rmtree(directory, ignore_errors=True))
+
+    def _drain_spool(self) -> None:
+        """Print the log lines (verbose) and take the progress that log_poll rounds spooled since the last drain.
+
+        Under ansible-runner every display outside a result is an event of its own: there progress lines are left
+        to the results and heartbeats, and this is called only from results and heartbeats.
+        """
+        if self._spool is None or os.getpid() != self._pid:
+            return
+        with self._lock:
+            lines: list[str] = []
+            now = time.monotonic()
+            for record in self._spool.read():
+                info = self._tasks.get(str(record.get("task")))
+                host = str(record.get("host"))
+                if info is None:
+                    continue
+                if info.mode == "verbose":
+                    lines.extend(format_log_line(host, label, line) for label, line in record.get("lines") or [])
+                progress = record.get("progress") or {}
+                if record.get("last") or not isinstance(progress, dict):
+                    continue  # the call's result follows, and counts
+                info.progress.poll_round(host, progress)
+                if info.mode != "quiet" and not self._capture and info.progress.changed():
+                    lines.append(info.progress.progress_line(now))
+            self._emit(lines)
 
     def _warn_once(self, msg: str) -> None:
         if msg not in self._warned:
@@ -271,10 +317,14 @@ class CallbackModule(DefaultCallbackModule):
         now = time.monotonic() if now is None else now
         with self._lock:
             task = self._current
+            if not self._capture:
+                self._drain_spool()
             if task is None or not task.progress.running:
                 self._clear_live()
                 return
             due = self._heartbeat.due(now)
+            if due and self._capture:
+                self._drain_spool()
             live = self._live_for(task)
             if live is not None:
                 self._install_guard()
@@ -320,7 +370,7 @@ class CallbackModule(DefaultCallbackModule):
     def _start_ticker(self) -> None:
         if self._ticker is not None:
             return
-        if not self._heartbeat.enabled and self._live is None:
+        if not self._heartbeat.enabled and self._live is None and self._spool is None:
             return
         self._ticker = threading.Thread(target=self._run_ticker, name="cvs-console", daemon=True)
         self._ticker.start()
@@ -359,6 +409,8 @@ class CallbackModule(DefaultCallbackModule):
             info = self._task_for(task)
             info.progress.started = now
             self._current = info
+            # read by the workers this task forks: spool the log lines only when this console prints them
+            os.environ[SPOOL_LINES_ENV] = "1" if info.log_poll and info.mode == "verbose" else "0"
             self._heartbeat.start(now)
             self._start_ticker()
             self._clear_live()
@@ -486,10 +538,11 @@ class CallbackModule(DefaultCallbackModule):
         res = result.result
         now = time.monotonic()
         with self._lock:
+            self._drain_spool()  # this host's lines up to this result, and the other hosts' so far
             if progress:
                 info.progress.poll_round(host, res, final=final, failed=failed)
             lines: list[str] = []
-            if info.mode == "verbose":
+            if info.mode == "verbose" and not res.get("lines_spooled"):
                 lines.extend(round_lines(host, res))
             if info.mode != "quiet":
                 lines.extend(log_event_notes(host, res))

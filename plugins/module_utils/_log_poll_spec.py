@@ -42,6 +42,8 @@ ARGUMENT_SPEC: dict[str, Any] = {
     "stall_timeout": {"type": "float", "default": 0},
     "cmd_timeout": {"type": "int", "default": 30},
     "max_bytes": {"type": "int", "default": 2 * 1024 * 1024},
+    "event_budget": {"type": "int", "default": 600000},
+    "call_seconds": {"type": "float"},
     "transport_retries": {"type": "int", "default": 5},
     "keep_reader": {"type": "bool", "default": True},
     "save_dir": {"type": "path"},

@@ -10,9 +10,9 @@ version_added: 0.1.0
 description:
   - Watches the logs of a long job (training, inference, health tests) on every host of the play, fails fast on
     ordered error patterns and decides completion across hosts under a policy.
-  - One task call is one poll round for one host. Poll it with C(until) like M(ansible.builtin.async_status);
-    the controller keeps cursors, match history and start time between rounds, keyed by playbook run, task and
-    loop item, so two tasks, two loop items or two playbook runs never share state.
+  - One task call is one poll round for one host (or the rounds of O(call_seconds)). Poll it with C(until) like
+    M(ansible.builtin.async_status); the controller keeps cursors, match history and start time between rounds,
+    keyed by playbook run, task and loop item, so two tasks, two loop items or two playbook runs never share state.
   - Cursors are byte offsets advanced only past the last newline seen. A file's identity (device, inode and a hash
     of its first bytes) is checked every round; rotation (rename and recreate) and truncation (copytruncate) are
     detected and reported (RV(events)). The rotated-away file (found by inode and head hash in the same directory)
@@ -160,6 +160,28 @@ options:
     description: Most bytes read per log per round. A line longer than this is delivered in pieces.
     type: int
     default: 2097152
+  event_budget:
+    description:
+      - Most bytes one result may weigh, measured as ansible-runner does (the larger of its JSON and its C(str())),
+        with room for the keys Ansible adds. ansible-runner and AWX replace a result longer than C(MAX_EVENT_RES)
+        (700,000) with C({}) in the job event.
+      - Over budget, every status field stays and the newest lines of RV(new_lines) are left out (counted in
+        RV(new_lines_truncated)); status strings longer than 2,000 characters are cut if that is not enough.
+        Nothing is lost, every line is in O(save_dir) and the C(cvs.cluster.cvs) console prints every line.
+      - A budget too small for this task's status fields (its logs, cursors, completion group, events and a capped
+        error) fails before any read, naming the minimum. V(0) means no limit.
+    type: int
+    default: 600000
+  call_seconds:
+    description:
+      - Seconds one call polls before it returns. Above V(0), a call polls round after round (the task's C(delay)
+        apart) until the host finished or this time is used, and returns one result for all its rounds
+        (RV(rounds_in_call)), so the C(until) loop makes far fewer events; every round applies the same
+        deadlines, policies, group coordination and final drain as a call of its own.
+      - V(0) is one round per call. Unset, it is 120 under ansible-runner/AWX (detected from the environment runner
+        sets, such as E(AWX_ISOLATED_DATA_DIR)) and V(0) elsewhere.
+      - The C(cvs.cluster.cvs) console shows each round's progress (and, verbose, its lines) between results.
+    type: float
   transport_retries:
     description: Consecutive transport failures tolerated before the host fails.
     type: int
@@ -298,13 +320,34 @@ failed:
   returned: always
   type: bool
 new_lines:
-  description: Lines delivered this round, logs in the order of O(logs), each log's lines in file order.
+  description:
+    - Lines delivered this call (its rounds), logs in the order of O(logs), each log's lines in file order.
+    - Under O(event_budget), the oldest lines of the call; RV(new_lines_truncated) counts those left out.
   returned: always
   type: list
   elements: str
+new_lines_truncated:
+  description: Lines of this call left out of RV(new_lines) by O(event_budget) (they are in O(save_dir));
+    C(log_states[].new_lines_truncated) counts them per log.
+  returned: when O(event_budget) left lines out
+  type: int
+new_lines_truncated_bytes:
+  description: Bytes of the lines counted by RV(new_lines_truncated), newlines included.
+  returned: when O(event_budget) left lines out
+  type: int
+rounds_in_call:
+  description: Rounds this call polled (see O(call_seconds)).
+  returned: except on bad input
+  type: int
+lines_spooled:
+  description: True when the C(cvs.cluster.cvs) console received this call's lines through its spool (it prints
+    them from there, not from RV(new_lines)).
+  returned: when the console spooled the lines
+  type: bool
 log_states:
   description:
-    - Per log, in the order of O(logs); C(new_lines) counts how many of RV(new_lines) belong to it.
+    - Per log, in the order of O(logs); C(new_lines) counts how many of RV(new_lines) belong to it,
+      C(new_lines_truncated) how many O(event_budget) left out.
     - C(state) is C(ok), C(missing), C(directory) or C(unreadable) (with C(error)); C(events) lists what happened
       this round (C(rotated), C(truncated), C(lost), C(stale), C(long_line_split), C(appeared), C(disappeared),
       C(readable)); C(more) is true when O(max_bytes) cut the read short; C(lost_bytes) counts the bytes lost
