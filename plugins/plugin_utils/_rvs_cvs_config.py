@@ -101,8 +101,10 @@ def _check_keys(raw: Mapping[str, Any], valid: tuple[str, ...], where: str) -> N
 
 
 def _test(raw: Any, where: str) -> dict[str, Any]:
+    if isinstance(raw, str):  # a bare name, as in the role's own rvs_tests
+        raw = {"name": raw}
     if not isinstance(raw, Mapping):
-        raise RvsConfigError(f"{where}: expected a mapping with at least a name, got {raw!r}")
+        raise RvsConfigError(f"{where}: expected a test name or a mapping with at least a name, got {raw!r}")
     _check_keys(raw, TEST_KEYS, where)
     if not raw.get("name"):
         raise RvsConfigError(f"{where}.name: every test needs a name")

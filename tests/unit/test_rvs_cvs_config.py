@@ -63,6 +63,12 @@ def test_only_set_keys_are_returned_and_comments_pass() -> None:
     assert rvs_settings({"rocm_runtime_lib_path": None})["settings"] == {"rocm_runtime_lib_path": ""}
 
 
+def test_a_bare_test_name_is_a_test() -> None:
+    assert rvs_settings({"tests": ["mem"]})["settings"]["tests"] == [
+        {"name": "mem", "timeout": 9000, "fail_regex_patterns": []}
+    ]
+
+
 def test_both_pattern_keys_are_kept_in_order() -> None:
     (t,) = rvs_settings({"tests": [{"name": "mem", "fail_regex_pattern": "a", "fail_regex_patterns": ["b", "c"]}]})[
         "settings"
@@ -88,7 +94,7 @@ def test_both_pattern_keys_are_kept_in_order() -> None:
         ({"rvs_test_level": 6}, "rvs.rvs_test_level: must be 0"),
         ({"rvs_test_level": True}, "rvs.rvs_test_level: must be 0"),
         ({"tests": {"name": "mem"}}, "rvs.tests: expected a list"),
-        ({"tests": ["mem"]}, "rvs.tests[0]: expected a mapping"),
+        ({"tests": [3]}, "rvs.tests[0]: expected a test name or a mapping"),
         ({"tests": [{"config_file": "mem.conf"}]}, "rvs.tests[0].name: every test needs a name"),
         ({"tests": [{"name": "mem", "timeout": 0}]}, "rvs.tests[0].timeout: expected a positive number"),
         ({"tests": [{"name": "mem", "timeout": "soon"}]}, "rvs.tests[0].timeout: expected seconds"),
