@@ -122,6 +122,8 @@ def main(argv: list[str] | None = None) -> int:
             "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
             "ANSIBLE_NOCOLOR": "1",
             "CVS_FINISH_ON_INTERRUPT": "false",
+            # one log_poll result (so one progress line) per round; AWX's default polls two minutes per event
+            "CVS_LOG_POLL_CALL_SECONDS": "0",
         },
         "quiet": not args.show_output,
     }

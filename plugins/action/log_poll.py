@@ -263,7 +263,10 @@ class ActionModule(ActionBase):
             raise LogPollError(problem)
         call_seconds = args["call_seconds"]
         if call_seconds is None:
-            call_seconds = default_call_seconds(bool(capture_reason(os.environ)))
+            try:
+                call_seconds = default_call_seconds(bool(capture_reason(os.environ)), os.environ)
+            except ValueError as exc:
+                raise LogPollError(str(exc)) from None
         if call_seconds < 0 or not math.isfinite(call_seconds):
             raise LogPollError(f"call_seconds must be a finite number of seconds, not negative, got {call_seconds}")
         self._call_seconds = call_seconds

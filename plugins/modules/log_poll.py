@@ -178,8 +178,9 @@ options:
         apart) until the host finished or this time is used, and returns one result for all its rounds
         (RV(rounds_in_call)), so the C(until) loop makes far fewer events; every round applies the same
         deadlines, policies, group coordination and final drain as a call of its own.
-      - V(0) is one round per call. Unset, it is 120 under ansible-runner/AWX (detected from the environment runner
-        sets, such as E(AWX_ISOLATED_DATA_DIR)) and V(0) elsewhere.
+      - V(0) is one round per call. Unset, it is the value of E(CVS_LOG_POLL_CALL_SECONDS) in the controller's
+        environment when that is set, else 120 under ansible-runner/AWX (detected from the environment runner sets,
+        such as E(AWX_ISOLATED_DATA_DIR)) and V(0) elsewhere.
       - The C(cvs.cluster.cvs) console shows each round's progress (and, verbose, its lines) between results.
     type: float
   transport_retries:

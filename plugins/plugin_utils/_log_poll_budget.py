@@ -29,6 +29,8 @@ STATUS_STRING_CAP = 2000
 MAX_STATUS_WARNINGS = 3
 # call_seconds when unset: under ansible-runner/AWX a call polls for this long, elsewhere one round per call
 RUNNER_CALL_SECONDS = 120.0
+# the controller environment variable that sets call_seconds for every task that leaves it unset
+CALL_SECONDS_ENV = "CVS_LOG_POLL_CALL_SECONDS"
 # room kept for what Ansible adds to a result (attempts, retries, _ansible_* keys, invocation)
 ANSIBLE_OVERHEAD = 2048
 
@@ -76,8 +78,8 @@ class CallLines:
     def grouped(self, keep: int | None = None) -> tuple[list[str], list[int]]:
         """The first ``keep`` kept lines grouped by log (the order of ``new_lines``) and each log's count."""
         chosen = self.kept if keep is None else self.kept[:keep]
-        logs = max((i for i, _ in self.kept), default=-1) + 1
-        per_log: list[list[str]] = [[] for _ in range(logs)]
+        logs = max((index for index, _line in self.kept), default=-1) + 1
+        per_log: list[list[str]] = [[] for _log in range(logs)]
         for index, line in chosen:
             per_log[index].append(line)
         return [line for lines in per_log for line in lines], [len(lines) for lines in per_log]
@@ -105,7 +107,7 @@ def _place(result: dict, lines: CallLines, keep: int, totals: Sequence[int]) -> 
     result["new_lines"] = new_lines
     truncated = len(lines.kept) - keep + lines.dropped
     left_out = lines.kept[keep:]
-    truncated_bytes = lines.dropped_bytes + sum(len(x.encode("utf-8", "surrogateescape")) + 1 for _, x in left_out)
+    truncated_bytes = lines.dropped_bytes + sum(len(x.encode("utf-8", "surrogateescape")) + 1 for _index, x in left_out)
     for index, (entry, total) in enumerate(zip(result.get("log_states") or [], totals)):
         count = counts[index] if index < len(counts) else 0
         entry["new_lines"] = count
@@ -138,7 +140,7 @@ def fit(result: dict, lines: CallLines, budget: int) -> dict:
         _cap_status(result)
         base = measure(result)
     room = budget - base
-    weights = [line_weight(line) for _, line in lines.kept]
+    weights = [line_weight(line) for _index, line in lines.kept]
     keep = 0
     while keep < len(weights) and room - weights[keep] >= 0:
         room -= weights[keep]
@@ -241,8 +243,18 @@ def budget_problem(budget: int, minimum: int) -> str | None:
     return None
 
 
-def default_call_seconds(captured: bool) -> float:
-    """call_seconds when the task does not set it: several rounds per call under ansible-runner/AWX."""
+def default_call_seconds(captured: bool, env: Mapping[str, str] | None = None) -> float:
+    """call_seconds when the task does not set it.
+
+    ``CVS_LOG_POLL_CALL_SECONDS`` in the controller's environment when set (a job template's extra environment, or
+    a Python caller that wants one runner event per round), else several rounds per call under ansible-runner/AWX.
+    """
+    raw = (env or {}).get(CALL_SECONDS_ENV, "").strip()
+    if raw:
+        try:
+            return float(raw)
+        except ValueError:
+            raise ValueError(f"{CALL_SECONDS_ENV}={raw!r} is not a number of seconds") from None
     return RUNNER_CALL_SECONDS if captured else 0.0
 
 

@@ -327,10 +327,18 @@ def project_cfg_only(project: Path, mode: str, heartbeat: int) -> None:
 
 
 @pytest.mark.parametrize("chosen_in", ["environment", "ansible.cfg"])
-@pytest.mark.parametrize("mode", ["quiet", "normal"])
+@pytest.mark.parametrize(
+    ("mode", "rounds_per_event"),
+    [("quiet", "default"), ("normal", "default"), ("normal", "one")],
+)
 def test_ansible_runner_events_show_progress_without_spinner(
-    mode: str, chosen_in: str, run_tmp: Path, monkeypatch: Any
+    mode: str, rounds_per_event: str, chosen_in: str, run_tmp: Path, monkeypatch: Any
 ) -> None:
+    """Under runner a log_poll call polls for call_seconds (default 120): one result per host for this short wait.
+
+    ``rounds_per_event == "one"`` sets CVS_LOG_POLL_CALL_SECONDS=0, as a job template's environment would: every
+    round is then a retry event of its own and carries the progress line.
+    """
     env = console_env(mode, 1)
     for name in list(os.environ):
         if name.startswith(SCRUBBED_PREFIXES) or name in SCRUBBED or name == "JOB_ID":
@@ -343,6 +351,8 @@ def test_ansible_runner_events_show_progress_without_spinner(
         # runner runs ansible-playbook in <private_data_dir>/project, where Ansible finds this ansible.cfg
         project_cfg_only(run_tmp / "runner" / "project", mode, 1)
         envvars = {}
+    if rounds_per_event == "one":
+        envvars["CVS_LOG_POLL_CALL_SECONDS"] = "0"
     runner = ansible_runner.run(
         private_data_dir=str(run_tmp / "runner"),
         playbook=str(FIXTURES / "progress.yml"),
@@ -365,15 +375,21 @@ def test_ansible_runner_events_show_progress_without_spinner(
     assert ours and not [line for line in ours if has_control(line)], ours
     beats = [m for line in ours if (m := HEARTBEAT_RE.match(line))]
     assert len(beats) >= 3 and {m.group(1) for m in beats} >= {"0", "2"}, ours
+    waits = [e for e in events if e.get("event_data", {}).get("task") == "Wait for training"]
+    if rounds_per_event == "default":
+        results = [e["event"] for e in waits if e["event"] == "runner_retry" or e["event"].startswith("runner_on_")]
+        assert [r for r in results if r != "runner_on_start"] == ["runner_on_ok"] * 3, results
+        assert {e["event_data"]["res"]["rounds_in_call"] > 1 for e in waits if e["event"] == "runner_on_ok"} == {True}
     if mode == "normal":
+        oks = [strip_ansi(e["stdout"]) for e in events if e["event"] == "runner_on_ok"]
+        assert any(re.search(r"(?m)^ok: \[n1\]: complete \(elapsed \d+s\)", ok) for ok in oks), oks
+    if mode == "normal" and rounds_per_event == "one":
         retries = [e for e in events if e["event"] == "runner_retry"]
         progress = [line for e in retries for line in e["stdout"].splitlines() if "still running" not in line]
         assert [re.sub(r"elapsed \d+s", "elapsed <T>", p) for p in progress] == [
             f"[cvs] Wait for training: {n}/3 hosts complete (policy all), 0 failed, elapsed <T>" for n in (0, 1, 2)
         ], progress
-        oks = [strip_ansi(e["stdout"]) for e in events if e["event"] == "runner_on_ok"]
-        assert any(re.search(r"(?m)^ok: \[n1\]: complete \(elapsed \d+s\)", ok) for ok in oks), oks
-    else:
+    elif mode == "quiet":
         quiet_events = [e for e in events if e["event"] in ("runner_retry", "runner_on_ok")]
         assert quiet_events and all(
             ANY_HEARTBEAT_RE.match(line) for e in quiet_events for line in e["stdout"].splitlines()

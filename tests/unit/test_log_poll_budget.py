@@ -12,6 +12,7 @@ import pytest
 from ansible_collections.cvs.cluster.plugins.plugin_utils._console import capture_reason
 from ansible_collections.cvs.cluster.plugins.plugin_utils._log_poll_budget import (
     ANSIBLE_OVERHEAD,
+    CALL_SECONDS_ENV,
     RUNNER_CALL_SECONDS,
     RUNNER_MAX_EVENT_RES,
     STATUS_STRING_CAP,
@@ -154,6 +155,15 @@ def test_call_seconds_default_on_under_runner_only() -> None:
         RUNNER_CALL_SECONDS
     )
     assert default_call_seconds(bool(capture_reason({"HOME": "/root"}))) == 0
+
+
+def test_call_seconds_from_the_environment_wins_over_the_detected_default() -> None:
+    runner = {"AWX_ISOLATED_DATA_DIR": "/runner/artifacts/1", CALL_SECONDS_ENV: "0"}
+    assert default_call_seconds(bool(capture_reason(runner)), runner) == 0
+    assert default_call_seconds(False, {CALL_SECONDS_ENV: " 30.5 "}) == 30.5
+    assert default_call_seconds(True, {CALL_SECONDS_ENV: ""}) == RUNNER_CALL_SECONDS
+    with pytest.raises(ValueError, match=r"CVS_LOG_POLL_CALL_SECONDS='soon' is not a number of seconds"):
+        default_call_seconds(False, {CALL_SECONDS_ENV: "soon"})
 
 
 def test_merge_round_sums_log_states_and_counts_rounds() -> None:
