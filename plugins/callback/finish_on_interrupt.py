@@ -1,13 +1,13 @@
 # Copyright: cvs.cluster contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Finish a run interrupted with Ctrl-C: dispose of what it started and write its final report."""
+"""Finish a run interrupted with Ctrl-C or SIGTERM: dispose of what it started and write its final report."""
 
 from __future__ import annotations
 
 DOCUMENTATION = r"""
 name: finish_on_interrupt
 type: notification
-short_description: On Ctrl-C, dispose of what the interrupted cvs.cluster run started and write its report
+short_description: On Ctrl-C or SIGTERM, dispose of what the interrupted cvs.cluster run started and write its report
 version_added: 1.0.0
 description:
   - When C(ansible-playbook) gets SIGINT (Ctrl-C) after the C(cvs.cluster.prepare) role fixed the run id, this
@@ -18,9 +18,14 @@ description:
   - When the interrupted playbook was not validate.yml (for example health_rvs.yml), only dispose runs.
   - A second Ctrl-C stops the finishing run. It can be finished later with
     C(ansible-playbook -i <inventory> cvs.cluster.validate -e cvs_finish_run=<run id>).
+  - SIGTERM (C(kill), a service manager, a CI job timeout) is handled like Ctrl-C; a second SIGTERM ends the process.
+  - The finishing run stops every process the interrupted run started on the nodes (C(cvs.cluster.run_processes)),
+    removes its C(per_run) containers and gives its nodes back (C(cvs.cluster.run_lease)); other runs' processes,
+    containers and leases are never touched.
   - Nothing happens in check mode, for a run that is itself finishing one (C(cvs_finish_run) set), before a run id
-    exists, or when the playbook reached its end. SIGTERM and SIGKILL (an AWX or ansible-runner cancel) end the
-    process without a chance to finish; finish those runs with C(cvs_finish_run).
+    exists, or when the playbook reached its end. SIGKILL (what an AWX or ansible-runner cancel ends with) leaves
+    no chance to finish; finish such a run with C(cvs_finish_run), or let the next run on the same controller take
+    its nodes over (it stops what the killed run left; from another controller, once the run's lease expires).
 requirements:
   - Enabled in C(callbacks_enabled) of C(ansible.cfg), or with
     C(ANSIBLE_CALLBACKS_ENABLED=cvs.cluster.finish_on_interrupt).
@@ -76,6 +81,9 @@ class CallbackModule(CallbackBase):
         # ansible-core's handler (installed before callbacks load) turns SIGINT into KeyboardInterrupt; keep it
         self._chained = signal.getsignal(signal.SIGINT)
         signal.signal(signal.SIGINT, self._on_sigint)
+        # SIGTERM (kill, systemd, a CI job timeout) would end ansible-playbook on the spot: treat it as Ctrl-C
+        if signal.getsignal(signal.SIGTERM) != signal.SIG_IGN:
+            signal.signal(signal.SIGTERM, self._on_sigterm)
         atexit.register(self._finish_if_interrupted)
         self._armed = True
 
@@ -98,6 +106,10 @@ class CallbackModule(CallbackBase):
         if callable(self._chained):
             self._chained(signum, frame)
         raise KeyboardInterrupt()
+
+    def _on_sigterm(self, signum: int, frame: Any) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second SIGTERM ends the process
+        self._on_sigint(signal.SIGINT, frame)
 
     def _finish_if_interrupted(self) -> None:
         if not (self._armed and self._interrupted and self._run_id) or self._reached_end:

@@ -1,0 +1,299 @@
+# Copyright: cvs.cluster contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Run ownership on a node: the run lease and the run's marked processes.
+
+Runs on the nodes (modules ``cvs.cluster.run_lease`` and ``cvs.cluster.run_processes``).
+
+* Every workload process a run starts carries two environment variables,
+  ``CVS_RUN_ID=<run id>`` and ``CVS_NODE=<node>``; children inherit them, so a
+  run's processes are found by scanning ``/proc/<pid>/environ``, whatever
+  process group or session they moved to (``setsid``, ``nohup``, async).
+  ``CVS_NODE`` keeps nodes that share one process table (containers seen from
+  their host, the simulated cluster) apart.
+* A node is held by one run at a time through a lease file
+  ``<dir>/<node>.lease`` (JSON ``{run_id, node, controller, taken, expires}``,
+  times in epoch seconds). A live lease of another run refuses; an expired one
+  is stale: its run's controller died (or was SIGKILLed) and the new run stops
+  what it left behind before taking the node.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import hashlib
+import json
+import os
+import re
+import signal
+import time
+from contextlib import contextmanager, suppress
+from typing import Any, Callable, Iterator, Optional
+
+RUN_MARK = "CVS_RUN_ID"
+NODE_MARK = "CVS_NODE"
+_SAFE_NAME = re.compile(r"^[A-Za-z0-9._-]{1,100}$")
+
+
+class LeaseHeld(Exception):
+    """The node is held by another run whose lease has not expired."""
+
+    def __init__(self, message: str, holder: dict[str, Any]) -> None:
+        super().__init__(message)
+        self.holder = holder
+
+
+def lease_file_name(node: str) -> str:
+    """A bounded, shell-safe file name for ``node`` (any bytes in a host name become a hash)."""
+    if _SAFE_NAME.match(node) and not node.startswith("."):
+        return f"{node}.lease"
+    digest = hashlib.sha256(node.encode("utf-8", "surrogateescape")).hexdigest()[:32]
+    return f"node-{digest}.lease"
+
+
+def _when(epoch: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
+
+
+def describe_controller(controller: Any) -> str:
+    if isinstance(controller, dict) and controller.get("host"):
+        return f"{controller.get('user') or '?'}@{controller['host']} pid {controller.get('pid')}"
+    return str(controller or "an unknown controller")
+
+
+def describe_holder(lease: dict[str, Any]) -> str:
+    return (
+        f"run {lease.get('run_id')} (lease until {_when(float(lease.get('expires', 0)))}, "
+        f"taken by {describe_controller(lease.get('controller'))})"
+    )
+
+
+def decide_acquire(
+    current: Optional[dict[str, Any]], run_id: str, node: str, now: float, stale_run: str = ""
+) -> dict[str, Any]:
+    """What taking ``node`` for ``run_id`` means, given the lease found there.
+
+    Returns ``{held_by, stale_run, renew}``: ``held_by`` a message when another
+    live run holds the node (refuse), ``stale_run`` the id of an other run that
+    is over (its lease expired, or it is ``stale_run``, a run the caller knows
+    to be gone): stop its processes first; ``renew`` true when the lease is
+    this run's.
+    """
+    if not current or not current.get("run_id"):
+        return {"held_by": "", "stale_run": "", "renew": False}
+    if current["run_id"] == run_id:
+        return {"held_by": "", "stale_run": "", "renew": True}
+    if float(current.get("expires", 0)) > now and current["run_id"] != stale_run:
+        return {
+            "held_by": f"{node} is in use by {describe_holder(current)}; wait for it to end, or stop it with "
+            f"-e cvs_finish_run={current['run_id']}",
+            "stale_run": "",
+            "renew": False,
+        }
+    return {"held_by": "", "stale_run": str(current["run_id"]), "renew": False}
+
+
+@contextmanager
+def _locked(directory: str, name: str) -> Iterator[None]:
+    with open(os.path.join(directory, name + ".lock"), "a+", encoding="utf-8") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def read_lease(path: str) -> Optional[dict[str, Any]]:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = json.load(handle)
+    except FileNotFoundError:
+        return None
+    except ValueError:
+        return {}  # a torn or foreign file: no owner
+    return data if isinstance(data, dict) else {}
+
+
+def _write(path: str, lease: dict[str, Any]) -> None:
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w", encoding="utf-8") as handle:
+        json.dump(lease, handle)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.chmod(tmp, 0o644)
+    os.replace(tmp, path)
+
+
+def ensure_dir(directory: str) -> None:
+    try:
+        os.makedirs(directory, mode=0o1777, exist_ok=True)
+    except OSError as exc:
+        if exc.errno != errno.EEXIST:
+            raise
+
+
+def acquire(
+    directory: str,
+    node: str,
+    run_id: str,
+    ttl: float,
+    controller: Any,
+    stale_run: str = "",
+    now: Callable[[], float] = time.time,
+) -> dict[str, Any]:
+    """Take or renew the lease of ``node`` for ``ttl`` seconds; raise LeaseHeld when a live run holds it.
+
+    Returns ``{lease, previous, stale_run, renewed}``.
+    """
+    ensure_dir(directory)
+    name = lease_file_name(node)
+    path = os.path.join(directory, name)
+    with _locked(directory, name):
+        previous = read_lease(path)
+        moment = now()
+        decision = decide_acquire(previous, run_id, node, moment, stale_run)
+        if decision["held_by"]:
+            raise LeaseHeld(decision["held_by"], previous or {})
+        taken = float(previous["taken"]) if decision["renew"] and previous and "taken" in previous else moment
+        lease = {"run_id": run_id, "node": node, "controller": controller, "taken": taken, "expires": moment + ttl}
+        _write(path, lease)
+    return {"lease": lease, "previous": previous, "stale_run": decision["stale_run"], "renewed": decision["renew"]}
+
+
+def release(directory: str, node: str, run_id: str) -> dict[str, Any]:
+    """Remove the lease of ``node`` when ``run_id`` holds it. Returns ``{released, held_by}``."""
+    name = lease_file_name(node)
+    path = os.path.join(directory, name)
+    if not os.path.isdir(directory):
+        return {"released": False, "held_by": ""}
+    with _locked(directory, name):
+        current = read_lease(path)
+        if not current:
+            return {"released": False, "held_by": ""}
+        if current.get("run_id") != run_id:
+            return {"released": False, "held_by": str(current.get("run_id") or "")}
+        os.unlink(path)
+    return {"released": True, "held_by": ""}
+
+
+def _environ(proc: str, pid: int) -> Optional[dict[bytes, bytes]]:
+    try:
+        with open(f"{proc}/{pid}/environ", "rb") as handle:
+            raw = handle.read()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    out = {}
+    for item in raw.split(b"\0"):
+        key, sep, value = item.partition(b"=")
+        if sep:
+            out[key] = value
+    return out
+
+
+def _args(proc: str, pid: int) -> str:
+    try:
+        with open(f"{proc}/{pid}/cmdline", "rb") as handle:
+            raw = handle.read()
+    except OSError:
+        return ""
+    return raw.rstrip(b"\0").replace(b"\0", b" ").decode("utf-8", "replace")[:300]
+
+
+def _alive(proc: str, pid: int) -> bool:
+    try:
+        with open(f"{proc}/{pid}/stat", "rb") as handle:
+            stat = handle.read()
+    except OSError:
+        return False
+    return stat[stat.rfind(b")") + 2 :][:1] not in (b"Z", b"X", b"")
+
+
+def _ancestors(proc: str) -> set[int]:
+    out, pid = set(), os.getpid()
+    while pid > 1 and pid not in out:
+        out.add(pid)
+        try:
+            with open(f"{proc}/{pid}/stat", "rb") as handle:
+                stat = handle.read()
+            pid = int(stat[stat.rfind(b")") + 2 :].split()[1])
+        except (OSError, ValueError, IndexError):
+            break
+    return out
+
+
+def marked_processes(run_id: str, node: str, proc: str = "/proc") -> dict[str, Any]:
+    """Live processes carrying ``CVS_RUN_ID=run_id`` and ``CVS_NODE=node``.
+
+    Returns ``{processes: [{pid, args}], unreadable: n}`` (``unreadable``:
+    processes whose environment this user may not read).
+    """
+    want = {
+        RUN_MARK.encode(): run_id.encode("utf-8", "surrogateescape"),
+        NODE_MARK.encode(): node.encode("utf-8", "surrogateescape"),
+    }
+    skip = _ancestors(proc)
+    found, unreadable = [], 0
+    for entry in os.listdir(proc):
+        if not entry.isdigit() or int(entry) in skip:
+            continue
+        pid = int(entry)
+        try:
+            env = _environ(proc, pid)
+        except PermissionError:
+            unreadable += 1
+            continue
+        except OSError:
+            continue
+        if env is None or any(env.get(k) != v for k, v in want.items()) or not _alive(proc, pid):
+            continue
+        found.append({"pid": pid, "args": _args(proc, pid)})
+    return {"processes": sorted(found, key=lambda p: p["pid"]), "unreadable": unreadable}
+
+
+def stop_marked(
+    run_id: str,
+    node: str,
+    grace: float,
+    proc: str = "/proc",
+    sleep: Callable[[float], None] = time.sleep,
+    now: Callable[[], float] = time.monotonic,
+) -> dict[str, Any]:
+    """SIGTERM every marked process of the run on ``node``, SIGKILL what is left after ``grace`` seconds.
+
+    Returns ``{stopped: [{pid, args}], killed: [pids], survivors: [{pid, args}], unreadable}``.
+    Processes that appear while stopping (a launcher's next child) are signalled too.
+    """
+    first = marked_processes(run_id, node, proc)
+    seen: dict[int, dict[str, Any]] = {}
+    killed: list[int] = []
+
+    def signal_new(sig: int, again: bool = False) -> list[dict[str, Any]]:
+        current = marked_processes(run_id, node, proc)["processes"]
+        for p in current:
+            if p["pid"] in seen and not again:
+                continue
+            seen.setdefault(p["pid"], p)
+            with suppress(ProcessLookupError):
+                os.kill(p["pid"], sig)
+        return current
+
+    left: list[dict[str, Any]] = []
+    if first["processes"]:
+        signal_new(signal.SIGTERM)
+        deadline = now() + max(grace, 0.0)
+        while now() < deadline:
+            sleep(0.1)
+            if not signal_new(signal.SIGTERM):
+                break
+        left = signal_new(signal.SIGKILL, again=True)
+        killed = [p["pid"] for p in left]
+        end = now() + 5.0
+        while left and now() < end:
+            sleep(0.1)
+            left = marked_processes(run_id, node, proc)["processes"]
+    return {
+        "stopped": sorted(seen.values(), key=lambda p: p["pid"]),
+        "killed": killed,
+        "survivors": left,
+        "unreadable": first["unreadable"],
+    }

@@ -1,0 +1,204 @@
+#!/usr/bin/python
+# Copyright: cvs.cluster contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: run_lease
+short_description: Hold a node for one validation run (a lease file that a dead controller stops renewing)
+version_added: 0.2.0
+description:
+  - A node is held by one cvs.cluster run at a time. O(state=acquired) takes or renews the lease file
+    C(<dir>/<node>.lease) for O(ttl) seconds. When another run holds a lease that has not expired the task fails
+    naming that run, when its lease ends and how to stop it (C(-e cvs_finish_run=<run id>)).
+  - An expired lease of another run means its controller died without disposing (for example SIGKILLed). With
+    O(stop_stale=true) the module first stops every process that run left on the node (see
+    M(cvs.cluster.run_processes)), so what a killed controller could not stop is cleaned up by the next run.
+  - O(state=released) removes the lease only when O(run_id) holds it; a lease of another run is left as it is.
+  - The roles of this collection take the lease in C(cvs.cluster.prepare), extend it before each long step (RVS,
+    MaxText) to cover that step's timeout, and release it in C(cvs.cluster.dispose).
+author:
+  - cvs.cluster developers (@cvs-cluster)
+options:
+  node:
+    description: The node (C(cvs_node)); names the lease file and the processes of the run on this node.
+    type: str
+    required: true
+  run_id:
+    description: The run taking or releasing the node (C(cvs_run_id)).
+    type: str
+    required: true
+  state:
+    description: C(acquired) takes or renews the lease, C(released) gives it back.
+    type: str
+    choices: [acquired, released]
+    default: acquired
+  ttl:
+    description:
+      - Seconds the lease lasts beyond O(step_seconds) (O(state=acquired)); a controller that dies leaves the node
+        held this long after its last step should have ended.
+    type: int
+    default: 900
+  step_seconds:
+    description: The longest the step about to start may take (its timeout); the lease covers it plus O(ttl).
+    type: int
+    default: 0
+  dir:
+    description: Directory of the lease files on the node (created with mode 1777).
+    type: path
+    default: /var/tmp/cvs/leases
+  controller:
+    description:
+      - Who takes the lease, shown to a run that is refused. The action plugin sets it to the controller process
+        running the playbook (C(user), C(host), C(pid), C(start), C(boot_id)).
+      - When a refusal names a holder that is a process of the same controller machine and boot that no longer
+        lives (the playbook ended or was killed without disposing), the action plugin takes the node over at once
+        as with an expired lease (see O(stale_run)).
+    type: dict
+  stale_run:
+    description: A run known to be over; its lease is treated as expired (its processes are stopped first).
+    type: str
+    default: ""
+  stop_stale:
+    description: Stop the processes of a run whose lease expired before taking the node.
+    type: bool
+    default: true
+  grace:
+    description: Seconds between SIGTERM and SIGKILL when stopping a stale run's processes.
+    type: int
+    default: 10
+attributes:
+  check_mode:
+    support: full
+    description: Reports what would happen; writes, removes and stops nothing.
+  diff_mode:
+    support: none
+    description: Nothing to compare; the returned values say what changed.
+notes:
+  - Times in the lease file are epoch seconds of the node's clock, so controller clock skew does not matter.
+seealso:
+  - module: cvs.cluster.run_processes
+"""
+
+EXAMPLES = r"""
+- name: Hold the node for this run (refused while another run holds it)
+  cvs.cluster.run_lease:
+    node: "{{ cvs_node }}"
+    run_id: "{{ cvs_run_id }}"
+    ttl: 3600
+
+- name: Give the node back
+  cvs.cluster.run_lease:
+    node: "{{ cvs_node }}"
+    run_id: "{{ cvs_run_id }}"
+    state: released
+"""
+
+RETURN = r"""
+lease:
+  description: The lease now on the node (O(state=acquired)).
+  returned: when acquired
+  type: dict
+  sample: {run_id: 20261205-071500-ab12cd, node: node1, taken: 1796454900.1, expires: 1796455800.1,
+           controller: {user: root, host: ctl, pid: 4242, start: 81234, boot_id: 6f1c0e8a-0d5e-4c61-9d55-2b0a5e0f4c11}}
+stale_run:
+  description: The run whose expired lease was taken over, empty when there was none.
+  returned: when acquired
+  type: str
+stale_stopped:
+  description: Processes of the stale run that were stopped (C(pid), C(args)).
+  returned: when acquired
+  type: list
+  elements: dict
+held_by:
+  description: O(state=released) - the other run holding the node, whose lease was left alone.
+  returned: when released
+  type: str
+holder:
+  description: The lease of the other run that holds the node, when the task failed because of it.
+  returned: failure
+  type: dict
+"""
+
+import os
+import time
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.cvs.cluster.plugins.module_utils._run_guard import (
+    LeaseHeld,
+    acquire,
+    decide_acquire,
+    lease_file_name,
+    read_lease,
+    release,
+    stop_marked,
+)
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec={
+            "node": {"type": "str", "required": True},
+            "run_id": {"type": "str", "required": True},
+            "state": {"type": "str", "choices": ["acquired", "released"], "default": "acquired"},
+            "ttl": {"type": "int", "default": 900},
+            "step_seconds": {"type": "int", "default": 0},
+            "dir": {"type": "path", "default": "/var/tmp/cvs/leases"},
+            "controller": {"type": "dict"},
+            "stale_run": {"type": "str", "default": ""},
+            "stop_stale": {"type": "bool", "default": True},
+            "grace": {"type": "int", "default": 10},
+        },
+        supports_check_mode=True,
+    )
+    p = module.params
+    if not p["run_id"].strip() or not p["node"]:
+        module.fail_json(msg="run_lease needs a non-empty node and run_id")
+    if p["ttl"] <= 0 or p["step_seconds"] < 0:
+        module.fail_json(
+            msg=f"run_lease: ttl must be positive and step_seconds not negative, got {p['ttl']}, {p['step_seconds']}"
+        )
+    try:
+        if p["state"] == "released":
+            if module.check_mode:
+                current = read_lease(os.path.join(p["dir"], lease_file_name(p["node"]))) or {}
+                mine = current.get("run_id") == p["run_id"]
+                module.exit_json(changed=mine, held_by="" if mine else str(current.get("run_id") or ""))
+            result = release(p["dir"], p["node"], p["run_id"])
+            module.exit_json(changed=result["released"], held_by=result["held_by"])
+        if module.check_mode:
+            current = read_lease(os.path.join(p["dir"], lease_file_name(p["node"])))
+            decision = decide_acquire(current, p["run_id"], p["node"], time.time(), p["stale_run"])
+            if decision["held_by"]:
+                module.fail_json(msg=decision["held_by"], holder=current)
+            module.exit_json(changed=True, lease=current or {}, stale_run=decision["stale_run"], stale_stopped=[])
+        taken = acquire(
+            p["dir"], p["node"], p["run_id"], p["ttl"] + p["step_seconds"], p["controller"] or {}, p["stale_run"]
+        )
+    except LeaseHeld as exc:
+        module.fail_json(msg=str(exc), holder=exc.holder)
+    except OSError as exc:
+        module.fail_json(msg=f"{p['node']}: cannot use the lease directory {p['dir']}: {exc}")
+    stopped: list = []
+    if taken["stale_run"] and p["stop_stale"]:
+        outcome = stop_marked(taken["stale_run"], p["node"], p["grace"])
+        stopped = outcome["stopped"]
+        if outcome["survivors"]:
+            module.fail_json(
+                msg=f"{p['node']}: processes of the stale run {taken['stale_run']} survive SIGKILL: "
+                + ", ".join(f"{x['pid']} {x['args']}" for x in outcome["survivors"]),
+                lease=taken["lease"],
+                stale_run=taken["stale_run"],
+                stale_stopped=stopped,
+            )
+    module.exit_json(
+        changed=not taken["renewed"] or bool(stopped),
+        lease=taken["lease"],
+        stale_run=taken["stale_run"],
+        stale_stopped=stopped,
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,136 @@
+"""Run ownership on a node (module_utils/_run_guard.py) and the controller's identity (plugin_utils/_run_owner.py).
+
+Real processes and real files: the lease under tmp_path, processes started with the run's marks."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from ansible_collections.cvs.cluster.plugins.module_utils import _run_guard as guard
+from ansible_collections.cvs.cluster.plugins.plugin_utils._run_owner import controller_gone, controller_identity
+
+NOW = 1_800_000_000.0
+
+
+def _lease(run_id: str, expires: float) -> dict:
+    return {"run_id": run_id, "node": "n1", "controller": {"user": "u", "host": "c", "pid": 7}, "taken": 0,
+            "expires": expires}  # fmt: skip
+
+
+def test_a_free_node_is_taken() -> None:
+    assert guard.decide_acquire(None, "r2", "n1", NOW) == {"held_by": "", "stale_run": "", "renew": False}
+    assert guard.decide_acquire({}, "r2", "n1", NOW)["held_by"] == ""
+
+
+def test_a_live_lease_of_another_run_refuses_naming_run_expiry_controller_and_the_way_out() -> None:
+    held = guard.decide_acquire(_lease("r1", NOW + 60), "r2", "n1", NOW)["held_by"]
+    assert held.startswith("n1 is in use by run r1 (lease until 2027-01-15T08:01:00Z, taken by u@c pid 7)")
+    assert held.endswith("-e cvs_finish_run=r1")
+
+
+def test_an_expired_lease_or_a_run_known_to_be_over_is_stale() -> None:
+    assert guard.decide_acquire(_lease("r1", NOW - 1), "r2", "n1", NOW)["stale_run"] == "r1"
+    assert guard.decide_acquire(_lease("r1", NOW + 60), "r2", "n1", NOW, stale_run="r1")["stale_run"] == "r1"
+    # naming another run as over does not free the node from this one
+    assert guard.decide_acquire(_lease("r1", NOW + 60), "r2", "n1", NOW, stale_run="r9")["held_by"]
+
+
+def test_the_runs_own_lease_is_renewed() -> None:
+    assert guard.decide_acquire(_lease("r1", NOW - 100), "r1", "n1", NOW)["renew"] is True
+
+
+def test_acquire_renew_refuse_release(tmp_path: Path) -> None:
+    clock = iter([NOW, NOW + 10, NOW + 20, NOW + 5000]).__next__
+    first = guard.acquire(str(tmp_path), "n1", "r1", 900, {"host": "c"}, now=clock)
+    assert first["lease"]["expires"] == NOW + 900 and not first["renewed"]
+    again = guard.acquire(str(tmp_path), "n1", "r1", 3600, {"host": "c"}, now=clock)
+    assert again["renewed"] and again["lease"]["taken"] == NOW and again["lease"]["expires"] == NOW + 10 + 3600
+    with pytest.raises(guard.LeaseHeld) as refused:
+        guard.acquire(str(tmp_path), "n1", "r2", 900, {"host": "c"}, now=clock)
+    assert refused.value.holder["run_id"] == "r1" and "in use by run r1" in str(refused.value)
+    assert guard.release(str(tmp_path), "n1", "r2") == {"released": False, "held_by": "r1"}
+    taken = guard.acquire(str(tmp_path), "n1", "r2", 900, {"host": "c"}, now=clock)  # r1's lease expired by now
+    assert taken["stale_run"] == "r1"
+    assert json.loads((tmp_path / "n1.lease").read_text())["run_id"] == "r2"
+    assert guard.release(str(tmp_path), "n1", "r2") == {"released": True, "held_by": ""}
+    assert not (tmp_path / "n1.lease").exists()
+    assert guard.release(str(tmp_path), "n1", "r2") == {"released": False, "held_by": ""}
+
+
+def test_a_torn_lease_file_has_no_owner(tmp_path: Path) -> None:
+    (tmp_path / "n1.lease").write_text('{"run_id": "r1", "exp')
+    assert guard.acquire(str(tmp_path), "n1", "r2", 900, {})["stale_run"] == ""
+
+
+@pytest.mark.parametrize("node", ["gpu01$(touch${IFS}/tmp/pwned)", "x" * 253, "../../etc/passwd", ".hidden", "n\udcff"])
+def test_lease_file_names_are_bounded_and_inert(node: str, tmp_path: Path) -> None:
+    name = guard.lease_file_name(node)
+    assert len(name) <= 106 and "/" not in name and not name.startswith(".")
+    assert set(name) <= set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
+    guard.acquire(str(tmp_path), node, "r1", 60, {})
+    assert [p.name for p in tmp_path.iterdir() if p.suffix == ".lease"] == [name]
+
+
+@pytest.fixture
+def run() -> str:
+    return f"r-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture
+def marked(run: str) -> Iterator[list[subprocess.Popen]]:
+    """A run's processes on n1 (a setsid launcher with a child that ignores SIGTERM), and look-alikes that are not."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith("CVS_")}
+    stubborn = "trap '' TERM; sleep 300 & wait"
+    marks = [(run, "n1"), (run, "n1"), (run, "n2"), (run + "0", "n1")]  # another node, another run
+    argvs = [["setsid", "sh", "-c", "sleep 300 & wait"], ["sh", "-c", stubborn], ["sleep", "300"], ["sleep", "300"]]
+    procs = [subprocess.Popen(argv, env={**base, "CVS_RUN_ID": r, "CVS_NODE": n}) for argv, (r, n) in zip(argvs, marks)]
+    time.sleep(0.3)
+    yield procs
+    for r, n in set(marks):
+        guard.stop_marked(r, n, grace=0)
+    for p in procs:
+        p.wait(timeout=10)
+
+
+def test_marked_processes_finds_the_run_on_its_node_only(marked: list[subprocess.Popen], run: str) -> None:
+    found = guard.marked_processes(run, "n1")
+    pids = {p["pid"] for p in found["processes"]}
+    assert {marked[0].pid, marked[1].pid} <= pids
+    assert marked[2].pid not in pids and marked[3].pid not in pids
+    assert len(pids) == 4  # the two shells and their sleep children
+    assert any(p["args"] == "sleep 300" for p in found["processes"])
+
+
+def test_stop_marked_terms_then_kills_and_leaves_others(marked: list[subprocess.Popen], run: str) -> None:
+    outcome = guard.stop_marked(run, "n1", grace=1)
+    assert len(outcome["stopped"]) == 4 and outcome["survivors"] == []
+    assert marked[1].pid in outcome["killed"]  # ignored SIGTERM
+    assert marked[0].wait(timeout=5) is not None and marked[1].wait(timeout=5) == -signal.SIGKILL
+    assert guard.marked_processes(run, "n1")["processes"] == []
+    assert marked[2].poll() is None and marked[3].poll() is None
+    again = guard.stop_marked(run, "n1", grace=1)
+    assert (again["stopped"], again["killed"], again["survivors"]) == ([], [], [])
+
+
+def test_the_controller_identity_tells_a_gone_process_from_a_live_one() -> None:
+    me = controller_identity(os.getpid())
+    assert me["pid"] == os.getpid() and isinstance(me["start"], int) and me["boot_id"]
+    assert controller_gone(me) is False
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    theirs = controller_identity(child.pid)
+    child.wait()
+    assert controller_gone(theirs) is True
+    assert controller_gone({**me, "start": me["start"] - 1}) is True  # the pid was reused
+    assert controller_gone({**me, "boot_id": "another-boot"}) is False  # another machine or boot: unknown
+    assert controller_gone({**me, "host": "elsewhere"}) is False
+    assert controller_gone(None) is False and controller_gone({"host": "c"}) is False
