@@ -160,7 +160,9 @@ def _looks_like_cluster_json(path: str) -> bool:
         # Lenient on purpose: a cluster file with errors is still ours, and parse() reports them.
         return looks_like_cluster_file(json.loads(text))
     except ValueError:
-        return False
+        # A .json file naming node_dict that is not JSON: a cluster file with a syntax error (parse() names the
+        # line and column); left to the yaml plugin it would become meaningless groups.
+        return True
 
 
 class InventoryModule(BaseInventoryPlugin, Constructable):
@@ -179,27 +181,13 @@ class InventoryModule(BaseInventoryPlugin, Constructable):
 
     def parse(self, inventory: Any, loader: Any, path: str, cache: bool = True) -> None:
         super().parse(inventory, loader, path, cache)
-        direct = not path.lower().endswith(_YAML_EXTENSIONS)
-        if direct:
-            self.set_options(direct={"plugin": self.NAME})
-            cluster_path = path
-        else:
-            self._read_config_data(path)
-            configured = self.get_option("path")
-            if not configured:
-                raise AnsibleParserError(f"{path}: option 'path' (the CVS cluster file) is required")
-            cluster_path = os.path.join(os.path.dirname(os.path.abspath(path)), os.path.expanduser(configured))
-
         try:
-            result = self._convert(cluster_path)
+            cluster_path, result = self.read_source(path, loader)
         except ClusterFileError as exc:
-            message = f"invalid CVS cluster file {cluster_path}: {exc}"
-            if not direct:
-                raise AnsibleParserError(message) from None
             # A raised error would make Ansible try the next plugins, and the builtin yaml plugin
             # (which also takes .json) would "parse" the file into junk groups and hide this message.
-            # Report it and leave the source empty instead.
-            self.display.error(message)
+            # Report it and leave the source empty instead (the playbooks' first play fails the run with it).
+            self.display.error(str(exc))
             return
 
         for message in result["warnings"]:
@@ -208,6 +196,30 @@ class InventoryModule(BaseInventoryPlugin, Constructable):
             else:
                 self.display.warning(f"{cluster_path}: {message}")
         self._populate(result)
+
+    def read_source(self, path: str, loader: Any) -> tuple[str, dict[str, Any]]:
+        """The cluster file and its conversion for an inventory source this plugin accepts.
+
+        Raises ClusterFileError (a cluster file given directly) or AnsibleParserError (a YAML source) naming the
+        file. Also used by the lookup cvs.cluster.inventory_errors to name a broken source in the playbooks.
+        """
+        self.loader = loader
+        if not path.lower().endswith(_YAML_EXTENSIONS):
+            self.set_options(direct={"plugin": self.NAME})
+            cluster_path = path
+        else:
+            self._read_config_data(path)
+            configured = self.get_option("path")
+            if not configured:
+                raise AnsibleParserError(f"{path}: option 'path' (the CVS cluster file) is required")
+            cluster_path = os.path.join(os.path.dirname(os.path.abspath(path)), os.path.expanduser(configured))
+        try:
+            return cluster_path, self._convert(cluster_path)
+        except ClusterFileError as exc:
+            message = f"invalid CVS cluster file {cluster_path}: {exc}"
+            if cluster_path != path:
+                raise AnsibleParserError(message) from None
+            raise ClusterFileError(None, message) from None
 
     def _convert(self, cluster_path: str) -> dict[str, Any]:
         try:

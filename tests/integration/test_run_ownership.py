@@ -7,7 +7,8 @@ marks ``CVS_RUN_ID=<run id>`` and ``CVS_NODE=<node>``, the launcher and train.py
   does) during baremetal MaxText training, two runs at once on disjoint nodes: afterwards nothing of either run
   runs on any node and their leases are gone.
 * ansible-runner's cancel (it SIGKILLs the playbook's process group, as AWX's cancel does): the training survives the
-  controller, then the next run from the same controller stops it and takes the nodes.
+  controller, then the next run from the same controller stops it and takes the nodes; that run also removes the
+  scratch directories of runs older than the retention (only those prepare made).
 * Container backend, two runs at once: the second is refused naming the live run and touches nothing; finishing an
   old run id touches nothing either; the first run passes in its own containers, then removes them.
 """
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import threading
@@ -216,6 +218,18 @@ def test_cancelled_run_is_stopped_by_the_next_run_of_the_controller(
     assert all(any("train.py" in p for p in procs) for procs in survivors.values()), survivors
     assert all(lease_holder(n) == run_id for n in NODES)
 
+    # scratch of earlier runs on the nodes: one past the retention (7 days), one recent, one not made by prepare
+    scratch = Path("/var/tmp/cvs")  # cvs_scratch_root, shared by the simulated nodes
+    old, recent, foreign = (scratch / f"20200101-000000-{k}{uuid.uuid4().hex[:4]}" for k in ("old", "new", "usr"))
+    for path, days in ((old, 30), (recent, 1), (foreign, 30)):
+        (path / "node1").mkdir(parents=True)
+        if path != foreign:
+            (path / ".cvs-scratch").write_text(path.name + "\n")
+        stamp = time.time() - days * 86400
+        for p in (path / ".cvs-scratch", path / "node1", path):
+            if p.exists():
+                os.utime(p, (stamp, stamp))
+
     nxt = subprocess.run(
         [str(ANSIBLE_PLAYBOOK), "-i", str(cluster.inventory("baremetal")), str(VALIDATE), "-e",
          json.dumps({"cvs_results_dir": str(tmp_path / "next"), "cvs_validate_checks": ["rvs"],
@@ -229,6 +243,9 @@ def test_cancelled_run_is_stopped_by_the_next_run_of_the_controller(
         assert f"{n}: run {run_id} died holding this node" in text, text[-4000:]
         assert marked(node_exec, n, run_id) == [], n
         assert lease_holder(n) is None, n
+    assert not old.exists() and recent.is_dir() and foreign.is_dir(), text[-4000:]
+    shutil.rmtree(recent)
+    shutil.rmtree(foreign)
 
 
 # --------------------------------------------------------------------------- item 4: runs own what they start

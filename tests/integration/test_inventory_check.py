@@ -1,0 +1,76 @@
+"""A broken inventory fails the run, naming the file and the error (issue 13).
+
+Ansible goes on with an empty inventory when a source cannot be parsed, so without the collection's first play a
+broken CVS cluster file made validate.yml, health_rvs.yml and train_maxtext.yml exit 0 having done nothing. Real
+ansible-playbook runs; no node is contacted (the check play runs on localhost before anything else).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+
+PLAYBOOKS = ["playbooks/validate.yml", "playbooks/health_rvs.yml", "playbooks/train_maxtext.yml"]
+BROKEN = '{\n  "username": "root",\n  "priv_key_file": "/root/.ssh/id_ed25519",\n  "node_dict": {\n    "10.77.0.11": {"bmc_ip": "NA",}\n  }\n}\n'  # noqa: E501
+
+
+def _cluster_file(tmp_path: Path, cluster: Any, **changes: Any) -> Path:
+    data = {"username": "root", "priv_key_file": str(cluster.inventory("baremetal").parent / "id_ed25519"),
+            "node_dict": {n.ip: {"bmc_ip": "NA", "vpc_ip": n.ip} for n in cluster.nodes}, **changes}  # fmt: skip
+    path = tmp_path / "cluster.json"
+    path.write_text(json.dumps(data, indent=2))
+    return path
+
+
+def _assert_stopped_first(proc: Any, message: str) -> None:
+    assert proc.returncode == 2, proc.stdout[-3000:]
+    assert f'fatal: [localhost]: FAILED! => {{"changed": false, "msg": "{message}' in proc.stdout, proc.stdout[-3000:]
+    assert "PLAY [Check the inventory before anything starts]" in proc.stdout
+    assert proc.stdout.count("PLAY [") == 1, proc.stdout  # nothing after the check
+
+
+@pytest.mark.parametrize("playbook", PLAYBOOKS)
+def test_a_cluster_file_with_a_json_error_fails_naming_line_and_column(
+    playbook: str, run_playbook: Callable[..., Any], tmp_path: Path
+) -> None:
+    broken = tmp_path / "broken.json"
+    broken.write_text(BROKEN)
+    proc = run_playbook(playbook, broken, check=False)
+    _assert_stopped_first(
+        proc,
+        f"invalid CVS cluster file {broken}: not valid JSON: Expecting property name enclosed in double quotes "
+        "(line 5, column 35)",
+    )
+
+
+def test_a_cvs_yml_source_of_a_broken_file_fails_the_same_way(run_playbook: Callable[..., Any], tmp_path: Path) -> None:
+    (tmp_path / "broken.json").write_text(BROKEN)
+    source = tmp_path / "inventory.cvs.yml"
+    source.write_text("plugin: cvs.cluster.cluster_json\npath: broken.json\n")
+    proc = run_playbook("playbooks/validate.yml", source, check=False)
+    _assert_stopped_first(proc, f"invalid CVS cluster file {tmp_path / 'broken.json'}: not valid JSON")
+
+
+def test_a_placeholder_left_in_the_file_is_named_with_its_key(
+    cluster: Any, run_playbook: Callable[..., Any], tmp_path: Path
+) -> None:
+    path = _cluster_file(tmp_path, cluster, username="<changeme>")
+    proc = run_playbook("playbooks/health_rvs.yml", path, check=False)
+    _assert_stopped_first(proc, f"invalid CVS cluster file {path}: username:")
+    assert "<changeme>" in proc.stdout
+
+
+def test_an_inventory_without_cvs_nodes_names_its_sources(run_playbook: Callable[..., Any], tmp_path: Path) -> None:
+    ini = tmp_path / "hosts.ini"
+    ini.write_text("[gpu]\n10.77.0.11\n")
+    proc = run_playbook("playbooks/validate.yml", ini, check=False)
+    _assert_stopped_first(proc, f"no host in the group cvs_nodes of the inventory {ini}: give a CVS cluster file")
+
+
+def test_a_valid_cluster_file_passes_the_check(cluster: Any, run_playbook: Callable[..., Any], tmp_path: Path) -> None:
+    proc = run_playbook("playbooks/check_inventory.yml", _cluster_file(tmp_path, cluster), check=False)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert "skipping: [localhost]" in proc.stdout
