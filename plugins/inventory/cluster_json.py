@@ -31,7 +31,9 @@ description:
     mean C(container)), C(container) to C(cvs_container), C(env_vars) to C(cvs_env); per node
     C(vpc_ip) to C(cvs_vpc_ip) (the address when missing or C(NA)), C(bmc_ip) to C(cvs_bmc_ip),
     C(rack_id) to C(cvs_rack_id), other node attributes to C(cvs_node_extra). Cluster-wide variables
-    are group variables of C(cvs_nodes). Keys starting with C(_) are comments and ignored."
+    are group variables of C(cvs_nodes). Keys starting with C(_) are comments and ignored; upstream's
+    C(racks) and C(rack_groups) (switch trays for its C(cvs exec)) are ignored with a warning; any other
+    top-level key is refused naming the closest valid key."
   - "C(cvs_container) is the container model's normalised form (the same code cvs.cluster.prepare runs, see the
     C(cvs.cluster.container_config) filter): C({lifetime, image, name, image_tar, env, ssh_port, registry,
     runtime: {name, args}}). This plugin only maps what is particular to cluster files: comment keys are dropped,

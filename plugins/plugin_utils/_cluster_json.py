@@ -41,6 +41,7 @@ from collections.abc import Mapping
 from typing import Any, Optional
 
 from ansible_collections.cvs.cluster.plugins.plugin_utils._container import ContainerConfigError, normalize_container
+from ansible_collections.cvs.cluster.plugins.plugin_utils._container_forms import closest
 
 __all__ = [
     "ClusterFileError",
@@ -77,6 +78,12 @@ _KNOWN_NODE_KEYS = frozenset({"mgmt_ip", "hostname", "vpc_ip", "bmc_ip", "rack_i
 _KNOWN_TOP_KEYS = frozenset(
     {"username", "priv_key_file", "password", "head_node_dict", "node_dict", "env_vars", "orchestrator", "container"}
 )
+# Keys of upstream CVS cluster files that this inventory does not use, and why (a warning names them); any other
+# top-level key is refused naming the closest valid one.
+_UPSTREAM_UNUSED_TOP_KEYS = {
+    "racks": "rack switch trays serve upstream's 'cvs exec' on switches; nothing here logs in to switches",
+    "rack_groups": "the older spelling of racks (rack switch trays for upstream's 'cvs exec')",
+}
 # Values that mean "not set" in CVS files ("bmc_ip": "NA").
 _UNSET = ("", "na", "n/a", "none")
 
@@ -521,9 +528,17 @@ def convert_cluster(
         group_vars["cvs_container"] = container
     group_vars["cvs_env"] = _env(data.get("env_vars"), "env_vars")
 
-    ignored = [key for key in data if key not in _KNOWN_TOP_KEYS and not _is_comment(key)]
-    if ignored:
-        notes["warnings"].append(f"keys not used by the inventory were ignored: {', '.join(map(str, ignored))}")
+    for key in data:
+        if key in _KNOWN_TOP_KEYS or _is_comment(key):
+            continue
+        if key in _UPSTREAM_UNUSED_TOP_KEYS:
+            notes["warnings"].append(f"{key}: ignored ({_UPSTREAM_UNUSED_TOP_KEYS[key]})")
+            continue
+        raise ClusterFileError(
+            str(key),
+            "is not a key of a CVS cluster file"
+            + closest(key, sorted(_KNOWN_TOP_KEYS | set(_UPSTREAM_UNUSED_TOP_KEYS))),
+        )
 
     return {
         "hosts": hosts,

@@ -74,3 +74,13 @@ def test_a_valid_cluster_file_passes_the_check(cluster: Any, run_playbook: Calla
     proc = run_playbook("playbooks/check_inventory.yml", _cluster_file(tmp_path, cluster), check=False)
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert "skipping: [localhost]" in proc.stdout
+
+
+def test_an_unknown_key_is_named_with_the_file_and_the_closest_valid_key(
+    cluster: Any, run_playbook: Callable[..., Any], tmp_path: Path
+) -> None:
+    path = _cluster_file(tmp_path, cluster, env_var={"NCCL_DEBUG": "INFO"})
+    proc = run_playbook("playbooks/validate.yml", path, check=False)
+    _assert_stopped_first(
+        proc, f"invalid CVS cluster file {path}: env_var: is not a key of a CVS cluster file; did you mean 'env_vars'?"
+    )

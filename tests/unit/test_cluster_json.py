@@ -123,7 +123,9 @@ def test_password_never_appears_in_errors_or_warnings() -> None:
     data["orchestrator"] = "baremetal"
     result = convert(data)
     assert not any(secret in message for message in result["warnings"])
-    assert result["warnings"] == ["keys not used by the inventory were ignored: racks"]
+    assert result["warnings"] == [
+        "racks: ignored (rack switch trays serve upstream's 'cvs exec' on switches; nothing here logs in to switches)"
+    ]
     wrong_type = error_of(minimal(password=12345678))
     assert wrong_type.field == "password"
     assert "12345678" not in str(wrong_type)
@@ -723,3 +725,11 @@ def test_every_example_passes_the_inventory_plugin_and_the_container_filter() ->
         "legacy-cluster.json",
         "legacy-cluster.yml",
     }
+
+
+def test_an_unknown_top_level_key_is_refused_naming_the_closest_valid_one() -> None:
+    error = error_of(minimal(nodes_dict={}))
+    assert error.field == "nodes_dict"
+    assert "is not a key of a CVS cluster file; did you mean 'node_dict'?" in str(error)
+    assert "_anything" not in str(error_of(minimal(_anything="a comment", usrname="x")))
+    assert "did you mean 'username'" in str(error_of(minimal(usrname="x")))
