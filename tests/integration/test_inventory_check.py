@@ -84,3 +84,28 @@ def test_an_unknown_key_is_named_with_the_file_and_the_closest_valid_key(
     _assert_stopped_first(
         proc, f"invalid CVS cluster file {path}: env_var: is not a key of a CVS cluster file; did you mean 'env_vars'?"
     )
+
+
+def test_an_upstream_maxtext_config_as_extra_vars_is_refused_not_ignored(
+    run_playbook: Callable[..., Any], tmp_path: Path
+) -> None:
+    """Written after upstream's documented jaxmaxtext schema (schema_version 1): before, -e @file was accepted and
+    the run trained the role's defaults."""
+    config = {
+        "schema_version": 1,
+        "framework": "jaxmaxtext",
+        "gpu_arch": "mi300x",
+        "enforce_thresholds": True,
+        "threshold_json": "my_threshold.json",
+        "model": {"id": "llama3.1-8b", "remote": 0, "precision": "bfloat16"},
+        "training": {"distributed": True, "steps": 30, "maxtext_config": {"model_name": "llama3.1-8b"}},
+    }
+    path = tmp_path / "mi300x_jaxmaxtext_llama.json"
+    path.write_text(json.dumps(config))
+    proc = run_playbook("playbooks/validate.yml", "baremetal", args=["-e", f"@{path}"], check=False)
+    assert proc.returncode == 2, proc.stdout[-3000:]
+    assert (
+        "node1: an upstream CVS JAX MaxText config was given (-e @file sets enforce_thresholds, framework, gpu_arch, "
+        "model, schema_version, threshold_json, training), and this role does not read that file" in proc.stdout
+    ), proc.stdout[-3000:]
+    assert "PLAY [Prepare the workload namespace" not in proc.stdout
