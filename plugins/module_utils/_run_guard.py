@@ -35,6 +35,23 @@ NODE_MARK = "CVS_NODE"
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9._-]{1,100}$")
 
 
+# The arguments every run module starts from (run_lease, run_processes).
+RUN_ARGUMENT_SPEC: dict[str, dict[str, Any]] = {
+    "node": {"type": "str", "required": True},
+    "run_id": {"type": "str", "required": True},
+}
+
+
+def run_arguments_problem(params: dict[str, Any]) -> str:
+    """Why ``node``/``run_id`` cannot name a run's processes or lease, else ''."""
+    return "" if str(params["run_id"]).strip() and params["node"] else "a non-empty node and run_id are needed"
+
+
+def survivors_message(node: str, run_id: str, survivors: list[dict[str, Any]]) -> str:
+    listed = ", ".join(f"{p['pid']} {p['args']}" for p in survivors)
+    return f"{node}: processes of run {run_id} survive SIGKILL: {listed}"
+
+
 class LeaseHeld(Exception):
     """The node is held by another run whose lease has not expired."""
 

@@ -126,21 +126,23 @@ import time
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.cvs.cluster.plugins.module_utils._run_guard import (
+    RUN_ARGUMENT_SPEC,
     LeaseHeld,
     acquire,
     decide_acquire,
     lease_file_name,
     read_lease,
     release,
+    run_arguments_problem,
     stop_marked,
+    survivors_message,
 )
 
 
 def main() -> None:
     module = AnsibleModule(
         argument_spec={
-            "node": {"type": "str", "required": True},
-            "run_id": {"type": "str", "required": True},
+            **RUN_ARGUMENT_SPEC,
             "state": {"type": "str", "choices": ["acquired", "released"], "default": "acquired"},
             "ttl": {"type": "int", "default": 900},
             "step_seconds": {"type": "int", "default": 0},
@@ -153,8 +155,8 @@ def main() -> None:
         supports_check_mode=True,
     )
     p = module.params
-    if not p["run_id"].strip() or not p["node"]:
-        module.fail_json(msg="run_lease needs a non-empty node and run_id")
+    if run_arguments_problem(p):
+        module.fail_json(msg=f"run_lease: {run_arguments_problem(p)}")
     if p["ttl"] <= 0 or p["step_seconds"] < 0:
         module.fail_json(
             msg=f"run_lease: ttl must be positive and step_seconds not negative, got {p['ttl']}, {p['step_seconds']}"
@@ -186,8 +188,7 @@ def main() -> None:
         stopped = outcome["stopped"]
         if outcome["survivors"]:
             module.fail_json(
-                msg=f"{p['node']}: processes of the stale run {taken['stale_run']} survive SIGKILL: "
-                + ", ".join(f"{x['pid']} {x['args']}" for x in outcome["survivors"]),
+                msg=survivors_message(p["node"], taken["stale_run"], outcome["survivors"]),
                 lease=taken["lease"],
                 stale_run=taken["stale_run"],
                 stale_stopped=stopped,

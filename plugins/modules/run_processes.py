@@ -81,22 +81,27 @@ unreadable:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.cvs.cluster.plugins.module_utils._run_guard import marked_processes, stop_marked
+from ansible_collections.cvs.cluster.plugins.module_utils._run_guard import (
+    RUN_ARGUMENT_SPEC,
+    marked_processes,
+    run_arguments_problem,
+    stop_marked,
+    survivors_message,
+)
 
 
 def main() -> None:
     module = AnsibleModule(
         argument_spec={
-            "node": {"type": "str", "required": True},
-            "run_id": {"type": "str", "required": True},
+            **RUN_ARGUMENT_SPEC,
             "state": {"type": "str", "choices": ["stopped", "present"], "default": "stopped"},
             "grace": {"type": "int", "default": 10},
         },
         supports_check_mode=True,
     )
     p = module.params
-    if not p["run_id"].strip() or not p["node"]:
-        module.fail_json(msg="run_processes needs a non-empty node and run_id")
+    if run_arguments_problem(p):
+        module.fail_json(msg=f"run_processes: {run_arguments_problem(p)}")
     if p["state"] == "present" or module.check_mode:
         found = marked_processes(p["run_id"], p["node"])
         module.exit_json(
@@ -107,8 +112,7 @@ def main() -> None:
     outcome = stop_marked(p["run_id"], p["node"], p["grace"])
     if outcome["survivors"]:
         module.fail_json(
-            msg=f"{p['node']}: processes of run {p['run_id']} survive SIGKILL: "
-            + ", ".join(f"{x['pid']} {x['args']}" for x in outcome["survivors"]),
+            msg=survivors_message(p["node"], p["run_id"], outcome["survivors"]),
             processes=outcome["stopped"],
             killed=outcome["killed"],
             unreadable=outcome["unreadable"],

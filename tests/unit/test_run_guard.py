@@ -134,3 +134,13 @@ def test_the_controller_identity_tells_a_gone_process_from_a_live_one() -> None:
     assert controller_gone({**me, "boot_id": "another-boot"}) is False  # another machine or boot: unknown
     assert controller_gone({**me, "host": "elsewhere"}) is False
     assert controller_gone(None) is False and controller_gone({"host": "c"}) is False
+
+
+def test_run_arguments_and_the_survivors_message() -> None:
+    assert guard.run_arguments_problem({"node": "n1", "run_id": "r1"}) == ""
+    assert guard.run_arguments_problem({"node": "n1", "run_id": "  "}) == "a non-empty node and run_id are needed"
+    assert guard.run_arguments_problem({"node": "", "run_id": "r1"})
+    survivors = [{"pid": 12, "args": "python3 train.py"}, {"pid": 13, "args": "sleep 9"}]
+    assert guard.survivors_message("n1", "r1", survivors) == (
+        "n1: processes of run r1 survive SIGKILL: 12 python3 train.py, 13 sleep 9"
+    )
