@@ -19,7 +19,6 @@ Runs on the nodes (modules ``cvs.cluster.run_lease`` and ``cvs.cluster.run_proce
 
 from __future__ import annotations
 
-import errno
 import fcntl
 import hashlib
 import json
@@ -68,6 +67,10 @@ def lease_file_name(node: str) -> str:
     return f"node-{digest}.lease"
 
 
+def lease_path(directory: str, node: str) -> str:
+    return os.path.join(directory, lease_file_name(node))
+
+
 def _when(epoch: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
 
@@ -111,8 +114,8 @@ def decide_acquire(
 
 
 @contextmanager
-def _locked(directory: str, name: str) -> Iterator[None]:
-    with open(os.path.join(directory, name + ".lock"), "a+", encoding="utf-8") as handle:
+def _locked(path: str) -> Iterator[None]:
+    with open(path + ".lock", "a+", encoding="utf-8") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
             yield
@@ -142,11 +145,10 @@ def _write(path: str, lease: dict[str, Any]) -> None:
 
 
 def ensure_dir(directory: str) -> None:
-    try:
-        os.makedirs(directory, mode=0o1777, exist_ok=True)
-    except OSError as exc:
-        if exc.errno != errno.EEXIST:
-            raise
+    """Create the lease directory shared by every user that runs validations (mode 1777, like /tmp)."""
+    if not os.path.isdir(directory):
+        os.makedirs(directory, exist_ok=True)
+        os.chmod(directory, 0o1777)  # makedirs' mode is cut by the umask
 
 
 def acquire(
@@ -163,9 +165,8 @@ def acquire(
     Returns ``{lease, previous, stale_run, renewed}``.
     """
     ensure_dir(directory)
-    name = lease_file_name(node)
-    path = os.path.join(directory, name)
-    with _locked(directory, name):
+    path = lease_path(directory, node)
+    with _locked(path):
         previous = read_lease(path)
         moment = now()
         decision = decide_acquire(previous, run_id, node, moment, stale_run)
@@ -179,11 +180,10 @@ def acquire(
 
 def release(directory: str, node: str, run_id: str) -> dict[str, Any]:
     """Remove the lease of ``node`` when ``run_id`` holds it. Returns ``{released, held_by}``."""
-    name = lease_file_name(node)
-    path = os.path.join(directory, name)
+    path = lease_path(directory, node)
     if not os.path.isdir(directory):
         return {"released": False, "held_by": ""}
-    with _locked(directory, name):
+    with _locked(path):
         current = read_lease(path)
         if not current:
             return {"released": False, "held_by": ""}
@@ -216,24 +216,29 @@ def _args(proc: str, pid: int) -> str:
     return raw.rstrip(b"\0").replace(b"\0", b" ").decode("utf-8", "replace")[:300]
 
 
-def _alive(proc: str, pid: int) -> bool:
+def stat_fields(pid: int, proc: str = "/proc") -> Optional[list[bytes]]:
+    """The fields of ``/proc/<pid>/stat`` after the command name (state first), None when it cannot be read."""
     try:
         with open(f"{proc}/{pid}/stat", "rb") as handle:
             stat = handle.read()
     except OSError:
-        return False
-    return stat[stat.rfind(b")") + 2 :][:1] not in (b"Z", b"X", b"")
+        return None
+    return stat[stat.rfind(b")") + 2 :].split()
+
+
+def _alive(proc: str, pid: int) -> bool:
+    fields = stat_fields(pid, proc)
+    return bool(fields) and fields[0] not in (b"Z", b"X")
 
 
 def _ancestors(proc: str) -> set[int]:
     out, pid = set(), os.getpid()
     while pid > 1 and pid not in out:
         out.add(pid)
+        fields = stat_fields(pid, proc)
         try:
-            with open(f"{proc}/{pid}/stat", "rb") as handle:
-                stat = handle.read()
-            pid = int(stat[stat.rfind(b")") + 2 :].split()[1])
-        except (OSError, ValueError, IndexError):
+            pid = int(fields[1]) if fields else 0
+        except (ValueError, IndexError):
             break
     return out
 
@@ -284,8 +289,11 @@ def stop_marked(
     seen: dict[int, dict[str, Any]] = {}
     killed: list[int] = []
 
-    def signal_new(sig: int, again: bool = False) -> list[dict[str, Any]]:
-        current = marked_processes(run_id, node, proc)["processes"]
+    def signal_new(
+        sig: int, again: bool = False, current: Optional[list[dict[str, Any]]] = None
+    ) -> list[dict[str, Any]]:
+        if current is None:
+            current = marked_processes(run_id, node, proc)["processes"]
         for p in current:
             if p["pid"] in seen and not again:
                 continue
@@ -296,7 +304,7 @@ def stop_marked(
 
     left: list[dict[str, Any]] = []
     if first["processes"]:
-        signal_new(signal.SIGTERM)
+        signal_new(signal.SIGTERM, current=first["processes"])
         deadline = now() + max(grace, 0.0)
         while now() < deadline:
             sleep(0.1)

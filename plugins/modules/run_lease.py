@@ -120,7 +120,6 @@ holder:
   type: dict
 """
 
-import os
 import time
 
 from ansible.module_utils.basic import AnsibleModule
@@ -130,7 +129,7 @@ from ansible_collections.cvs.cluster.plugins.module_utils._run_guard import (
     LeaseHeld,
     acquire,
     decide_acquire,
-    lease_file_name,
+    lease_path,
     read_lease,
     release,
     run_arguments_problem,
@@ -164,13 +163,13 @@ def main() -> None:
     try:
         if p["state"] == "released":
             if module.check_mode:
-                current = read_lease(os.path.join(p["dir"], lease_file_name(p["node"]))) or {}
+                current = read_lease(lease_path(p["dir"], p["node"])) or {}
                 mine = current.get("run_id") == p["run_id"]
                 module.exit_json(changed=mine, held_by="" if mine else str(current.get("run_id") or ""))
             result = release(p["dir"], p["node"], p["run_id"])
             module.exit_json(changed=result["released"], held_by=result["held_by"])
         if module.check_mode:
-            current = read_lease(os.path.join(p["dir"], lease_file_name(p["node"])))
+            current = read_lease(lease_path(p["dir"], p["node"]))
             decision = decide_acquire(current, p["run_id"], p["node"], time.time(), p["stale_run"])
             if decision["held_by"]:
                 module.fail_json(msg=decision["held_by"], holder=current)

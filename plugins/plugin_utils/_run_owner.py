@@ -16,6 +16,8 @@ import getpass
 import socket
 from typing import Any, Mapping, Optional
 
+from ansible_collections.cvs.cluster.plugins.module_utils._run_guard import stat_fields
+
 
 def _boot_id(proc: str) -> str:
     try:
@@ -27,12 +29,7 @@ def _boot_id(proc: str) -> str:
 
 def _start_time(pid: int, proc: str) -> Optional[int]:
     """Start time of ``pid`` in clock ticks since boot, None when it does not live."""
-    try:
-        with open(f"{proc}/{pid}/stat", "rb") as handle:
-            stat = handle.read()
-    except OSError:
-        return None
-    fields = stat[stat.rfind(b")") + 2 :].split()
+    fields = stat_fields(pid, proc)
     if not fields or fields[0] in (b"Z", b"X"):
         return None
     try:

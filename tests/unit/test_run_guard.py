@@ -144,3 +144,14 @@ def test_run_arguments_and_the_survivors_message() -> None:
     assert guard.survivors_message("n1", "r1", survivors) == (
         "n1: processes of run r1 survive SIGKILL: 12 python3 train.py, 13 sleep 9"
     )
+
+
+def test_the_lease_directory_is_shared_like_tmp(tmp_path: Path) -> None:
+    directory = tmp_path / "leases"
+    old = os.umask(0o022)
+    try:
+        guard.acquire(str(directory), "n1", "r1", 60, {})
+    finally:
+        os.umask(old)
+    assert directory.stat().st_mode & 0o7777 == 0o1777
+    assert guard.lease_path(str(directory), "n1") == str(directory / "n1.lease")
