@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 import ansible_runner
+import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parents[2]
@@ -187,10 +188,12 @@ def test_ctrl_c_and_sigterm_stop_baremetal_training_on_every_node(
 
 
 def test_cancelled_run_is_stopped_by_the_next_run_of_the_controller(
-    cluster: Any, node_exec: Callable[..., Any], tmp_path: Path
+    cluster: Any, node_exec: Callable[..., Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """ansible-runner's cancel SIGKILLs the playbook: nothing on the controller can stop the training, and the nodes
     stay held. The next run from this controller sees the holder is gone, stops what it left, and runs."""
+    # runner finds ansible-playbook on this process's PATH; CI runs pytest without the venv on it
+    monkeypatch.setenv("PATH", f"{ANSIBLE_PLAYBOOK.parent}{os.pathsep}{os.environ.get('PATH', '')}")
     run_id = time.strftime("%Y%m%d-%H%M%S-") + "cancel" + uuid.uuid4().hex[:4]
     cancel = threading.Event()
     extra = {**TRAINING, "cvs_run_id": run_id, "cvs_results_dir": str(tmp_path / "results"),
