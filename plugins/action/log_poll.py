@@ -71,19 +71,17 @@ from ansible_collections.cvs.cluster.plugins.plugin_utils._log_poll_state import
     playbook_run_started,
 )
 from ansible_collections.cvs.cluster.plugins.plugin_utils._paths import path_component
-from ansible_collections.cvs.cluster.plugins.plugin_utils._reader_session import ReaderSession
+from ansible_collections.cvs.cluster.plugins.plugin_utils._reader_session import (
+    SERVE_BOOTSTRAP,
+    ReaderSession,
+    kept_session_argv,
+    node_interpreter,
+)
 
 _READER_SOURCE: str | None = None
 display = Display()
 # what the node's interpreter runs: the program piped to its stdin (reader_program)
 _BOOTSTRAP = "import sys; exec(sys.stdin.buffer.read())"
-# what a kept reader runs: a length line, then the program (the reader's source calling serve()), read from the
-# unbuffered stdin so that no request sent right behind the program sits in a buffer serve() does not look at
-_SERVE_BOOTSTRAP = (
-    "import sys; b = sys.stdin.buffer.raw; n = int(b.readline()); p = b''\n"
-    "while len(p) < n: p += b.read(n - len(p)) or sys.exit(1)\n"
-    "exec(p)"
-)
 
 # Readers kept between rounds, per (host, task) of this worker process: `until` retries of a task run in the
 # worker that ran its first try, so the next round finds the session here.
@@ -293,12 +291,7 @@ class ActionModule(ActionBase):
     # ---- remote read ---------------------------------------------------------------------
 
     def _interpreter(self, task_vars: dict) -> str:
-        interp = task_vars.get("ansible_python_interpreter")
-        if interp:
-            interp = str(self._templar.template(interp))
-        if not interp or interp.startswith("auto"):
-            interp = task_vars.get("ansible_facts", {}).get("discovered_interpreter_python") or "python3"
-        return interp
+        return node_interpreter(task_vars, self._templar)
 
     def _remote_read(self, request: dict) -> tuple[dict | None, str | None]:
         """Run the reader on the node: (reply, None) or (None, transport error).
@@ -368,21 +361,9 @@ class ActionModule(ActionBase):
         return None
 
     def _session_argv(self) -> list[bytes] | None:
-        """ssh command line of a kept reader: same options and master as the connection's own commands.
-
-        Only for the ssh connection without become (a become wrapper may prompt) and without a password.
-        """
-        conn = self._connection
-        if getattr(conn, "transport", "") != "ssh" or conn.become or not hasattr(conn, "_build_command"):
-            return None
-        try:
-            if conn.get_option("password"):
-                return None
-            host = conn.get_option("host") or self._play_context.remote_addr
-            remote = reader_command(self._interpreter(self._task_vars_cache), 0, _SERVE_BOOTSTRAP)
-            return conn._build_command(conn.get_option("ssh_executable"), "ssh", host, remote)
-        except Exception:  # any option or API this ansible-core lacks: read one-shot instead
-            return None
+        """ssh command line of a kept reader: same options and master as the connection's own commands."""
+        remote = reader_command(self._interpreter(self._task_vars_cache), 0, SERVE_BOOTSTRAP)
+        return kept_session_argv(self._connection, remote)[0]
 
     def _close_kept_reader(self) -> None:
         session = _SESSIONS.pop(self._session_key(), None)

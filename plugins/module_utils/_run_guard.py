@@ -15,6 +15,12 @@ Runs on the nodes (modules ``cvs.cluster.run_lease`` and ``cvs.cluster.run_proce
   times in epoch seconds). A live lease of another run refuses; an expired one
   is stale: its run's controller died (or was SIGKILLed) and the new run stops
   what it left behind before taking the node.
+* A guard (``guard``, started by the action ``cvs.cluster.run_guard``) waits on
+  the node for its controller: a session held open from the controller ends
+  when the ansible-playbook process is gone, and the guard then stops the run's
+  processes, removes its per_run container and gives the node back. Dispose
+  disarms it first (SIGTERM); it carries ``CVS_GUARD_RUN_ID`` instead of
+  ``CVS_RUN_ID`` so that it is never one of the run's processes.
 """
 
 from __future__ import annotations
@@ -25,12 +31,18 @@ import json
 import os
 import re
 import signal
+import subprocess
+import sys
 import time
 from contextlib import contextmanager, suppress
 from typing import Any, Callable, Iterator, Optional
 
 RUN_MARK = "CVS_RUN_ID"
 NODE_MARK = "CVS_NODE"
+GUARD_MARK = "CVS_GUARD_RUN_ID"
+DEFAULT_LEASE_DIR = "/var/tmp/cvs/leases"
+# the guard's first line: it is listening (the rest of the line is its pid)
+GUARD_ARMED = "cvs-guard armed"
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9._-]{1,100}$")
 
 
@@ -243,14 +255,14 @@ def _ancestors(proc: str) -> set[int]:
     return out
 
 
-def marked_processes(run_id: str, node: str, proc: str = "/proc") -> dict[str, Any]:
-    """Live processes carrying ``CVS_RUN_ID=run_id`` and ``CVS_NODE=node``.
+def marked_processes(run_id: str, node: str, proc: str = "/proc", mark: str = RUN_MARK) -> dict[str, Any]:
+    """Live processes carrying ``<mark>=run_id`` (``CVS_RUN_ID``, or ``CVS_GUARD_RUN_ID``) and ``CVS_NODE=node``.
 
     Returns ``{processes: [{pid, args}], unreadable: n}`` (``unreadable``:
     processes whose environment this user may not read).
     """
     want = {
-        RUN_MARK.encode(): run_id.encode("utf-8", "surrogateescape"),
+        mark.encode(): run_id.encode("utf-8", "surrogateescape"),
         NODE_MARK.encode(): node.encode("utf-8", "surrogateescape"),
     }
     skip = _ancestors(proc)
@@ -322,3 +334,77 @@ def stop_marked(
         "survivors": left,
         "unreadable": first["unreadable"],
     }
+
+
+def disarm_guards(
+    run_id: str, node: str, proc: str = "/proc", sleep: Callable[[float], None] = time.sleep, wait: float = 5.0
+) -> int:
+    """SIGTERM the run's guard on ``node`` (it then ends without cleaning up) and wait for it; the number found."""
+    guards = marked_processes(run_id, node, proc, mark=GUARD_MARK)["processes"]
+    for p in guards:
+        with suppress(ProcessLookupError):
+            os.kill(p["pid"], signal.SIGTERM)
+    waited = 0.0
+    while guards and waited < wait and any(_alive(proc, p["pid"]) for p in guards):
+        sleep(0.05)
+        waited += 0.05
+    return len(guards)
+
+
+def remove_run_container(engine: str, name: str, run_id: str, run: Callable[..., Any] = subprocess.run) -> str:
+    """Remove container ``name`` when cvs.cluster started it for ``run_id``; what was done, in words."""
+    probe = run(
+        [engine, "container", "inspect", "--format", "{{json .Config.Labels}}", name],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    if probe.returncode != 0:
+        return f"no container {name}"
+    try:
+        labels = json.loads(probe.stdout or "null") or {}
+    except ValueError:
+        labels = {}
+    if labels.get("cvs.managed") != "true" or labels.get("cvs.run_id") != run_id:
+        return f"container {name} is not this run's: left"
+    removed = run([engine, "rm", "--force", name], capture_output=True, text=True, check=False)
+    if removed.returncode != 0:
+        return f"container {name} could not be removed: {(removed.stderr or '').strip()[-300:]}"
+    return f"removed container {name}"
+
+
+def guard_cleanup(
+    run_id: str, node: str, lease_dir: str, container: Optional[dict[str, str]], grace: float
+) -> dict[str, Any]:
+    """What dispose does for a run on a node, done by the guard once the run's controller is gone."""
+    stopped = stop_marked(run_id, node, grace)
+    outcome: dict[str, Any] = {
+        "node": node,
+        "run_id": run_id,
+        "stopped": [p["args"] for p in stopped["stopped"]],
+        "survivors": [p["args"] for p in stopped["survivors"]],
+    }
+    if container:
+        outcome["container"] = remove_run_container(container["engine"], container["name"], run_id)
+    outcome["released"] = release(lease_dir, node, run_id)["released"]
+    return outcome
+
+
+def guard(run_id: str, node: str, lease_dir: str, container: Optional[dict[str, str]], grace: float) -> None:
+    """The node side of cvs.cluster.run_guard: wait for the end of stdin, then clean up the run.
+
+    The controller's holder keeps stdin open while its ansible-playbook lives; SIGTERM (dispose) disarms.
+    """
+    signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    with suppress(OSError):
+        sys.stdout.write(f"{GUARD_ARMED} {os.getpid()}\n")
+        sys.stdout.flush()
+    with suppress(OSError):
+        while os.read(0, 4096):
+            pass
+    # from here on a SIGTERM (dispose running after all) must not cut the cleanup short
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    outcome = guard_cleanup(run_id, node, lease_dir, container, grace)
+    with suppress(OSError):
+        sys.stdout.write(json.dumps(outcome) + "\n")
+        sys.stdout.flush()

@@ -125,6 +125,7 @@ import time
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.cvs.cluster.plugins.module_utils._run_guard import (
+    DEFAULT_LEASE_DIR,
     RUN_ARGUMENT_SPEC,
     LeaseHeld,
     acquire,
@@ -145,7 +146,7 @@ def main() -> None:
             "state": {"type": "str", "choices": ["acquired", "released"], "default": "acquired"},
             "ttl": {"type": "int", "default": 900},
             "step_seconds": {"type": "int", "default": 0},
-            "dir": {"type": "path", "default": "/var/tmp/cvs/leases"},
+            "dir": {"type": "path", "default": DEFAULT_LEASE_DIR},
             "controller": {"type": "dict"},
             "stale_run": {"type": "str", "default": ""},
             "stop_stale": {"type": "bool", "default": True},

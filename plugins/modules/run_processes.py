@@ -12,7 +12,8 @@ description:
     environment variables C(CVS_RUN_ID=<run id>) and C(CVS_NODE=<node>); child processes inherit them whatever
     process group or session they move to. This module finds a run's processes on one node by reading
     C(/proc/<pid>/environ).
-  - O(state=stopped) sends SIGTERM, waits O(grace) seconds, then SIGKILLs what is left and fails when a process
+  - O(state=stopped) first disarms the run's guard on the node (M(cvs.cluster.run_guard)), then sends SIGTERM,
+    waits O(grace) seconds, then SIGKILLs what is left and fails when a process
     survives. Processes of other runs and of other nodes sharing the process table (containers seen from their
     host) are never touched.
   - C(cvs.cluster.dispose) calls it on every node, so a failed, interrupted (Ctrl-C, SIGTERM, ansible-runner or
@@ -77,12 +78,17 @@ unreadable:
   description: Processes whose environment could not be read (not root).
   returned: always
   type: int
+guards_disarmed:
+  description: Guards of the run (M(cvs.cluster.run_guard)) ended before stopping, so they do not clean up too.
+  returned: when O(state=stopped)
+  type: int
 """
 
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.cvs.cluster.plugins.module_utils._run_guard import (
     RUN_ARGUMENT_SPEC,
+    disarm_guards,
     marked_processes,
     run_arguments_problem,
     stop_marked,
@@ -109,6 +115,8 @@ def main() -> None:
             processes=found["processes"],
             unreadable=found["unreadable"],
         )
+    # the run's guard first: it would otherwise start the same cleanup when the playbook ends
+    guards = disarm_guards(p["run_id"], p["node"])
     outcome = stop_marked(p["run_id"], p["node"], p["grace"])
     if outcome["survivors"]:
         module.fail_json(
@@ -116,12 +124,14 @@ def main() -> None:
             processes=outcome["stopped"],
             killed=outcome["killed"],
             unreadable=outcome["unreadable"],
+            guards_disarmed=guards,
         )
     module.exit_json(
-        changed=bool(outcome["stopped"]),
+        changed=bool(outcome["stopped"]) or bool(guards),
         processes=outcome["stopped"],
         killed=outcome["killed"],
         unreadable=outcome["unreadable"],
+        guards_disarmed=guards,
     )
 
 

@@ -14,9 +14,18 @@ import os
 import selectors
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 _READ_SIZE = 1 << 20
+# What the node's interpreter runs for a program kept there (a log reader, a run guard): a length line, then the
+# program, read from the unbuffered stdin so that nothing sent right behind the program sits in a buffer the
+# program does not look at.
+SERVE_BOOTSTRAP = (
+    "import sys; b = sys.stdin.buffer.raw; n = int(b.readline()); p = b''\n"
+    "while len(p) < n: p += b.read(n - len(p)) or sys.exit(1)\n"
+    "exec(p)"
+)
 
 
 class ReaderSession:
@@ -114,3 +123,36 @@ class ReaderSession:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+def node_interpreter(task_vars: Mapping[str, Any], templar: Any) -> str:
+    """The Python a program kept on the node runs under: the host's interpreter setting, else the discovered one."""
+    interp = task_vars.get("ansible_python_interpreter")
+    if interp:
+        interp = str(templar.template(interp))
+    if not interp or interp.startswith("auto"):
+        interp = task_vars.get("ansible_facts", {}).get("discovered_interpreter_python") or "python3"
+    return interp
+
+
+def kept_session_argv(connection: Any, remote: str, become: bool = False) -> tuple[list[bytes] | None, str]:
+    """ssh command line that runs ``remote`` on the connection's host, with its options and master; or why not.
+
+    Only for the ssh connection without a password. With ``become`` the task's become wrapper is applied when it
+    needs no password (a prompt cannot be answered on a kept session); without it, a become task gets none.
+    """
+    if getattr(connection, "transport", "") != "ssh" or not hasattr(connection, "_build_command"):
+        return None, f"the {getattr(connection, 'transport', '?')} connection is not ssh"
+    if connection.become and not become:
+        return None, "the task uses become"
+    try:
+        if connection.get_option("password"):
+            return None, "ssh logs in with a password"
+        if connection.become:
+            remote = connection.become.build_become_command(remote, connection._shell)
+            if connection.become.expect_prompt():
+                return None, f"become ({connection.become.name}) asks for a password"
+        host = connection.get_option("host") or connection._play_context.remote_addr
+        return connection._build_command(connection.get_option("ssh_executable"), "ssh", host, remote), ""
+    except Exception as exc:  # any option or API this ansible-core lacks
+        return None, f"the ssh command line could not be built ({exc!r})"

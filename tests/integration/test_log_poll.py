@@ -485,7 +485,7 @@ def test_kept_reader_lives_for_the_task_and_one_shot_reads_the_same(
     sc.writer("job", specs)
     sc.poll("watch", {"logs": ["{{ lp_dir }}/job.log"], "complete": {"pattern": "^WRITER DONE$"},
                       "keep_reader": keep_reader}, delay=0.2)  # fmt: skip
-    # kept readers (their bootstrap, see _SERVE_BOOTSTRAP) in this node's network namespace: baremetal nodes share
+    # kept readers (their bootstrap, see SERVE_BOOTSTRAP) in this node's network namespace: baremetal nodes share
     # the machine's process table; the bracket keeps pgrep from matching this command itself
     readers = (
         "me=$(readlink /proc/self/ns/net); for p in $(pgrep -f 'b[.]readline'); do "

@@ -24,7 +24,7 @@ from lp_writer import expected_bytes, numbered
 
 __all__ = ["lp_target"]
 
-# the kept reader's bootstrap on a node (see _SERVE_BOOTSTRAP); the bracket keeps pgrep from matching itself
+# the kept reader's bootstrap on a node (see SERVE_BOOTSTRAP); the bracket keeps pgrep from matching itself
 READERS = (
     "me=$(readlink /proc/self/ns/net); for p in $(pgrep -f 'b[.]readline'); do "
     '[ "$(readlink /proc/$p/ns/net 2>/dev/null)" = "$me" ] && echo $p; done | wc -l'

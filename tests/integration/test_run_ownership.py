@@ -6,9 +6,12 @@ marks ``CVS_RUN_ID=<run id>`` and ``CVS_NODE=<node>``, the launcher and train.py
 * Ctrl-C (SIGINT to the process group, what a terminal does) and SIGTERM (to ansible-playbook only, what ``kill``
   does) during baremetal MaxText training, two runs at once on disjoint nodes: afterwards nothing of either run
   runs on any node and their leases are gone.
-* ansible-runner's cancel (it SIGKILLs the playbook's process group, as AWX's cancel does): the training survives the
-  controller, then the next run from the same controller stops it and takes the nodes; that run also removes the
+* ansible-runner's cancel (it SIGKILLs the playbook's process group, as AWX's cancel does): the guards on the nodes
+  stop the training and give the nodes back within seconds; on a node without a guard the training survives the
+  controller, and the next run from the same controller stops it and takes the node; that run also removes the
   scratch directories of runs older than the retention (only those prepare made).
+* Container backend, a playbook that arms a guard and ends without disposing: the guard removes the run's
+  container and stops its processes, and leaves another run's container alone.
 * Container backend, two runs at once: the second is refused naming the live run and touches nothing; finishing an
   old run id touches nothing either; the first run passes in its own containers, then removes them.
 """
@@ -187,17 +190,28 @@ def test_ctrl_c_and_sigterm_stop_baremetal_training_on_every_node(
         assert data["summary"]["status"] == "INCOMPLETE" and sorted(data["nodes"]) == nodes
 
 
-def test_cancelled_run_is_stopped_by_the_next_run_of_the_controller(
+GUARDED = ["node1", "node2"]  # node3 runs without a guard (cvs_node_guard false): the next run must clean it
+
+
+def guards(node_exec: Callable[..., Any], node: str, run_id: str) -> str:
+    """The guard processes of ``run_id`` on ``node`` (its marks are CVS_GUARD_RUN_ID and CVS_NODE)."""
+    script = MARKED.replace("CVS_RUN_ID=", "CVS_GUARD_RUN_ID=")
+    return node_exec(node, ["sh", "-c", script, "sh", run_id, node]).stdout.strip()
+
+
+def test_cancelled_run_is_disposed_of_by_the_guards_and_else_by_the_next_run(
     cluster: Any, node_exec: Callable[..., Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """ansible-runner's cancel SIGKILLs the playbook: nothing on the controller can stop the training, and the nodes
-    stay held. The next run from this controller sees the holder is gone, stops what it left, and runs."""
+    """ansible-runner's cancel SIGKILLs the playbook: nothing on the controller can dispose of the run. Where a guard
+    is armed (node1, node2) it stops the training and gives the node back within seconds; node3 (no guard) stays
+    held with training running until the next run from this controller sees the holder is gone and stops it."""
     # runner finds ansible-playbook on this process's PATH; CI runs pytest without the venv on it
     monkeypatch.setenv("PATH", f"{ANSIBLE_PLAYBOOK.parent}{os.pathsep}{os.environ.get('PATH', '')}")
     run_id = time.strftime("%Y%m%d-%H%M%S-") + "cancel" + uuid.uuid4().hex[:4]
     cancel = threading.Event()
     extra = {**TRAINING, "cvs_run_id": run_id, "cvs_results_dir": str(tmp_path / "results"),
-             "maxtext_coordinator_port": 12383}  # fmt: skip
+             "maxtext_coordinator_port": 12383,
+             "cvs_node_guard": "{{ inventory_hostname in " + json.dumps(GUARDED) + " }}"}  # fmt: skip
     (tmp_path / "runner").mkdir()
     thread, runner = ansible_runner.run_async(
         private_data_dir=str(tmp_path / "runner"),
@@ -216,10 +230,18 @@ def test_cancelled_run_is_stopped_by_the_next_run_of_the_controller(
         cancel.set()
         thread.join(timeout=120)
     assert runner.status == "canceled", runner.status
-    time.sleep(3)
-    survivors = {n: marked(node_exec, n, run_id) for n in NODES}
-    assert all(any("train.py" in p for p in procs) for procs in survivors.values()), survivors
-    assert all(lease_holder(n) == run_id for n in NODES)
+    log = "".join(p.read_text() for p in (tmp_path / "runner").glob("artifacts/*/stdout"))
+    cancelled = time.monotonic()
+
+    def guarded_nodes_clean() -> bool:
+        return all(not marked(node_exec, n, run_id) and lease_holder(n) is None and not guards(node_exec, n, run_id)
+                   for n in GUARDED)  # fmt: skip
+
+    wait_for("the guards to dispose of the run", guarded_nodes_clean, 60, lambda: log, lambda: True)
+    print(f"guards disposed of the cancelled run in {time.monotonic() - cancelled:.1f} s")
+    assert any("train.py" in p for p in marked(node_exec, "node3", run_id)), marked(node_exec, "node3", run_id)
+    assert lease_holder("node3") == run_id
+    assert "no guard armed" not in log, log[-4000:]
 
     # scratch of earlier runs on the nodes: one past the retention (7 days), one recent, one not made by prepare
     scratch = Path("/var/tmp/cvs")  # cvs_scratch_root, shared by the simulated nodes
@@ -242,10 +264,12 @@ def test_cancelled_run_is_stopped_by_the_next_run_of_the_controller(
     )  # fmt: skip
     text = nxt.stdout + nxt.stderr
     assert nxt.returncode == 0, text[-4000:]
+    assert f"node3: run {run_id} died holding this node" in text, text[-4000:]
     for n in NODES:
-        assert f"{n}: run {run_id} died holding this node" in text, text[-4000:]
         assert marked(node_exec, n, run_id) == [], n
         assert lease_holder(n) is None, n
+    for n in GUARDED:
+        assert f"{n}: run {run_id} died holding this node" not in text, text[-4000:]
     assert not old.exists() and recent.is_dir() and foreign.is_dir(), text[-4000:]
     shutil.rmtree(recent)
     shutil.rmtree(foreign)
@@ -315,3 +339,60 @@ def test_concurrent_container_runs_do_not_clobber_each_other(
         assert record["status"] == "PASS" and record["run_id"] == run_id and record["steps"] == 2400
         assert containers(node_exec, n, name) == "", n
         assert lease_holder(n) is None, n
+
+
+GUARD_PLAY = """
+- name: Arm the guards and end without disposing of the run
+  hosts: "{{ guarded }}"
+  gather_facts: false
+  tasks:
+    - name: Guard the run
+      cvs.cluster.run_guard:
+        node: "{{ inventory_hostname }}"
+        run_id: "{{ run }}"
+        container: {engine: docker, name: "{{ container }}"}
+        grace: 2
+      register: guard
+    - name: The guard must listen
+      ansible.builtin.assert:
+        that: guard.armed and guard.guard_pid > 0
+"""
+
+
+def test_guard_removes_only_its_runs_container_when_the_playbook_ends_without_dispose(
+    cluster: Any, node_exec: Callable[..., Any], tmp_path: Path
+) -> None:
+    """The guard's cleanup on the container backend, against the nodes' real engines: the container labelled with
+    the run is removed, one of the same name labelled with another run is left, the run's processes are stopped on
+    both nodes."""
+    run_id, other = (f"guard{uuid.uuid4().hex[:6]}" for _ in range(2))
+    name = f"cvs-guard-{uuid.uuid4().hex[:6]}"
+    image = yaml.safe_load(cluster.inventory("container").read_text())["all"]["vars"]["cvs_container"]["image"]
+    for node, owner in (("node1", run_id), ("node2", other)):
+        node_exec(node, ["docker", "run", "-d", "--name", name, "--label", "cvs.managed=true",
+                         "--label", f"cvs.run_id={owner}", "--entrypoint", "sleep", image, "600"])  # fmt: skip
+        node_exec(node, ["sh", "-c", 'CVS_RUN_ID="$1" CVS_NODE="$2" setsid sleep 600 >/dev/null 2>&1 &',
+                         "sh", run_id, node])  # fmt: skip
+    try:
+        assert all(marked(node_exec, n, run_id) for n in ("node1", "node2"))
+        play = tmp_path / "guard.yml"
+        play.write_text(GUARD_PLAY)
+        done = subprocess.run(
+            [str(ANSIBLE_PLAYBOOK), "-i", str(cluster.inventory("container")), str(play), "-e",
+             json.dumps({"guarded": ["node1", "node2"], "run": run_id, "container": name})],
+            cwd=REPO, env={**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"},
+            capture_output=True, text=True, timeout=300, check=False,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+
+        def cleaned() -> bool:
+            return not containers(node_exec, "node1", name) and not any(
+                marked(node_exec, n, run_id) or guards(node_exec, n, run_id) for n in ("node1", "node2")
+            )
+
+        wait_for("the guards' cleanup", cleaned, 60, lambda: done.stdout[-4000:], lambda: True)
+        assert containers(node_exec, "node2", name), "the guard removed another run's container"
+    finally:
+        for node in ("node1", "node2"):
+            node_exec(node, ["docker", "rm", "-f", name], check=False)
+            node_exec(node, ["sh", "-c", MARKED, "sh", run_id, node], check=False)

@@ -539,7 +539,7 @@ def test_run_round_takes_the_run_age_by_the_controllers_clock(tmp_path: Path) ->
 
 def test_a_kept_reader_ends_when_nothing_comes_for_its_idle_timeout(tmp_path: Path) -> None:
     program = (action_mod.reader_source() + "\nserve()\n").encode("ascii")
-    cmd = action_mod.reader_command(sys.executable, 0, action_mod._SERVE_BOOTSTRAP)
+    cmd = action_mod.reader_command(sys.executable, 0, action_mod.SERVE_BOOTSTRAP)
     proc = subprocess.Popen(["/bin/sh", "-c", cmd], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     assert proc.stdin is not None and proc.stdout is not None
     request = {"logs": [], "max_bytes": 4096, "start": "auto", "idle_timeout": 1}

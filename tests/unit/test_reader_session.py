@@ -9,18 +9,17 @@ import time
 from pathlib import Path
 
 from ansible_collections.cvs.cluster.plugins.action.log_poll import (
-    _SERVE_BOOTSTRAP,
     parse_reply,
     reader_source,
     request_literal,
 )
 from ansible_collections.cvs.cluster.plugins.module_utils._log_reader import END_OF_REPLY
-from ansible_collections.cvs.cluster.plugins.plugin_utils._reader_session import ReaderSession
+from ansible_collections.cvs.cluster.plugins.plugin_utils._reader_session import SERVE_BOOTSTRAP, ReaderSession
 
 PROGRAM = (reader_source() + "\nserve()\n").encode("ascii")
 
 
-def local_session(bootstrap: str = _SERVE_BOOTSTRAP, program: bytes = PROGRAM) -> ReaderSession:
+def local_session(bootstrap: str = SERVE_BOOTSTRAP, program: bytes = PROGRAM) -> ReaderSession:
     return ReaderSession([sys.executable, "-S", "-c", bootstrap], program, END_OF_REPLY)
 
 

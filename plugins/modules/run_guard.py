@@ -1,0 +1,106 @@
+#!/usr/bin/python
+# Copyright: cvs.cluster contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: run_guard
+short_description: Arm a guard on a node that stops the run there when its controller is gone
+version_added: 0.2.0
+description:
+  - Starts a small guard program on the node (the node's Python, marked C(CVS_GUARD_RUN_ID=<run id>) and
+    C(CVS_NODE=<node>)) and a holder process on the controller that keeps a session to it open for as long as the
+    C(ansible-playbook) process of the task lives.
+  - When that process is gone without having disposed of the run (an ansible-runner or AWX cancel, which is a
+    SIGKILL of the playbook's process group; a controller that crashed), the session ends and the guard does on
+    the node what C(cvs.cluster.dispose) would have done; it stops the run's marked processes (see
+    M(cvs.cluster.run_processes)), removes the run's C(per_run) container when O(container) names one and it
+    carries the run's C(cvs.run_id) label, and releases the run's lease (M(cvs.cluster.run_lease)).
+  - M(cvs.cluster.run_processes) disarms the guard first (SIGTERM), so a dispose that runs, after Ctrl-C too, is
+    never raced by it.
+  - C(cvs.cluster.prepare) arms it on every node right after taking the node's lease, unless C(cvs_node_guard) is
+    false.
+  - Needs the ssh connection without a password, and a become method that asks for no password when the task
+    uses become. Otherwise the task warns, naming the node and why, returns RV(armed=false), and a cancelled run's
+    processes stay until the next run takes the node or C(-e cvs_finish_run=<run id>).
+author:
+  - cvs.cluster developers (@cvs-cluster)
+options:
+  node:
+    description: The node (C(cvs_node)) whose run is guarded; the marks of the run's processes name it.
+    type: str
+    required: true
+  run_id:
+    description: The run (C(cvs_run_id)).
+    type: str
+    required: true
+  dir:
+    description: Directory of the lease files on the node (C(cvs_lease_dir)).
+    type: path
+    default: /var/tmp/cvs/leases
+  container:
+    description: The run's C(per_run) container, removed by the guard; omit for the baremetal backend and for
+      containers that outlive runs.
+    type: dict
+    suboptions:
+      engine:
+        description: The container engine's command on the node.
+        type: str
+        required: true
+        choices: [docker, podman]
+      name:
+        description: The container's name.
+        type: str
+        required: true
+  grace:
+    description: Seconds between SIGTERM and SIGKILL when the guard stops the run's processes.
+    type: int
+    default: 10
+  ready_timeout:
+    description: Seconds to wait for the guard to report that it listens.
+    type: int
+    default: 60
+attributes:
+  action:
+    support: full
+    description: Runs as an action plugin on the controller; the guard is sent over the task's connection.
+  check_mode:
+    support: full
+    description: Arms nothing.
+  diff_mode:
+    support: none
+    description: Nothing to compare.
+notes:
+  - The guard reacts within about a second of the controller process going away, then needs up to O(grace)
+    seconds to stop the processes. A controller whose network vanishes without closing its TCP connections is
+    seen only when the node's sshd drops the session (C(ClientAliveInterval)).
+  - What the guard did is printed on its session; the next run's lease step finds the node free.
+seealso:
+  - module: cvs.cluster.run_lease
+  - module: cvs.cluster.run_processes
+"""
+
+EXAMPLES = r"""
+- name: Guard the run on this node (docker per_run container)
+  cvs.cluster.run_guard:
+    node: "{{ inventory_hostname }}"
+    run_id: "{{ cvs_run_id }}"
+    container:
+      engine: docker
+      name: cvs-node
+"""
+
+RETURN = r"""
+armed:
+  description: Whether a guard listens on the node.
+  returned: always
+  type: bool
+guard_pid:
+  description: The guard's process id on the node.
+  returned: when RV(armed)
+  type: int
+msg:
+  description: Why no guard was armed.
+  returned: when not RV(armed)
+  type: str
+"""
