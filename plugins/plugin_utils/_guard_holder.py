@@ -113,6 +113,8 @@ def main() -> int:
         if watched.gone():
             break
     # the playbook is gone: the guard cleans up when its stdin ends; give it the time its cleanup needs
+    if watched.fd is not None:
+        selector.unregister(watched.fd)  # readable from now on: it would wake every select at once
     with contextlib.suppress(OSError):
         proc.stdin.close()
     end = time.monotonic() + float(config.get("cleanup_timeout", 120))
