@@ -83,7 +83,7 @@ class _Mapper:
         if isinstance(value, bool) or not isinstance(value, (str, int, float)):
             raise MaxtextConfigError(f"{where}: expected a string, got {type(value).__name__}")
         text = str(value)
-        for _ in range(5):  # {paths.models_dir} may refer to {shared_fs}
+        for _attempt in range(5):  # {paths.models_dir} may refer to {shared_fs}
             text = _REFERENCE.sub(self._resolve, text)
         if self.user:
             text = text.replace("{user-id}", self.user)
@@ -442,7 +442,7 @@ class _Mapper:
         """The maxtext_config overrides a sweep key of the train_params layout stands for (BS=, PRECISION=, SL=)."""
         out: dict[str, Any] = {}
         for part in key.split(","):
-            name, _, value = part.partition("=")
+            name, _sep, value = part.partition("=")
             name, value = name.strip().upper(), value.strip()
             if name == "BS":
                 out["per_device_batch_size"] = self.integer(value, f"sweeps.{key} BS", 1)
