@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any, Optional
+from typing import Any, Iterator, Optional
 
 from ansible_collections.cvs.cluster.plugins.plugin_utils._container_forms import closest
 
@@ -119,6 +119,15 @@ class _Mapper:
         if not isinstance(value, Mapping):
             raise MaxtextConfigError(f"{where}: expected a mapping, got {type(value).__name__}")
         return value
+
+    def entries(self, block: Mapping[str, Any], where: str, known: Any) -> Iterator[tuple[str, Any, str]]:
+        """``(key, value, key path)`` of a block's keys, comments (``_...``) skipped, an unknown key refused."""
+        for key, value in block.items():
+            if str(key).startswith("_"):
+                continue
+            if key not in known:
+                raise self.unknown(str(key), f"{where}.{key}", known)
+            yield str(key), value, f"{where}.{key}"
 
     def unknown(self, key: str, where: str, valid: Any) -> MaxtextConfigError:
         return MaxtextConfigError(f"{where}: unknown key{closest(key, sorted(valid))}")
@@ -293,12 +302,7 @@ class _Mapper:
     )  # fmt: skip
 
     def training(self, block: Mapping[str, Any]) -> None:
-        for key, value in block.items():
-            where = f"training.{key}"
-            if str(key).startswith("_"):
-                continue
-            if key not in self.TRAINING_KEYS:
-                raise self.unknown(str(key), where, self.TRAINING_KEYS)
+        for key, value, where in self.entries(block, "training", self.TRAINING_KEYS):
             if key in LABELS:
                 self.ignored.append(f"{where}: {LABELS[key]}")
             elif key == "gpus_per_node":
@@ -336,12 +340,7 @@ class _Mapper:
 
     def nccl(self, block: Mapping[str, Any], where: str) -> None:
         known = ("ib_hca", "ib_hca_list", "socket_ifname", "gloo_socket_ifname", "ib_gid_index")
-        for key, value in block.items():
-            path = f"{where}.{key}"
-            if str(key).startswith("_"):
-                continue
-            if key not in known:
-                raise self.unknown(str(key), path, known)
+        for key, value, path in self.entries(block, where, known):
             if key in ("ib_hca", "ib_hca_list"):
                 hcas = value if isinstance(value, list) else [value]
                 self.settings["maxtext_ib_hcas"] = ",".join(self.text(h, path) for h in hcas)
@@ -358,12 +357,7 @@ class _Mapper:
             "heartbeat_timeout": "JAX_DISTRIBUTED_HEARTBEAT_TIMEOUT_SECONDS",
         }
         known = ("coordinator_ip", "coordinator_port", *env_of)
-        for key, value in block.items():
-            path = f"{where}.{key}"
-            if str(key).startswith("_"):
-                continue
-            if key not in known:
-                raise self.unknown(str(key), path, known)
+        for key, value, path in self.entries(block, where, known):
             if key == "coordinator_ip":
                 address = self.text(value, path)
                 if address != "auto":
@@ -376,12 +370,7 @@ class _Mapper:
     TRAIN_PARAMS_KEYS = ("hf_model_id", "train_script_paths", "train_script", "maxtext_config", "xla_flags")
 
     def train_params(self, block: Mapping[str, Any]) -> None:
-        for key, value in block.items():
-            where = f"train_params.{key}"
-            if str(key).startswith("_"):
-                continue
-            if key not in self.TRAIN_PARAMS_KEYS:
-                raise self.unknown(str(key), where, self.TRAIN_PARAMS_KEYS)
+        for key, value, where in self.entries(block, "train_params", self.TRAIN_PARAMS_KEYS):
             if key == "hf_model_id":
                 self.ignored.append(f"{where}: {LABELS['hf_model_id']}")
             elif key in ("train_script_paths", "train_script"):
