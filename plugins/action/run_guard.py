@@ -21,6 +21,7 @@ from ansible.utils.display import Display
 from ansible_collections.cvs.cluster.plugins.module_utils import _run_guard
 from ansible_collections.cvs.cluster.plugins.module_utils._run_guard import (
     DEFAULT_LEASE_DIR,
+    GUARD_ARMED,
     GUARD_MARK,
     NODE_MARK,
     RUN_ARGUMENT_SPEC,
@@ -116,6 +117,7 @@ class ActionModule(ActionBase):
         config = {
             "argv": [a.decode("utf-8", "surrogateescape") if isinstance(a, bytes) else a for a in argv],
             "program": guard_program(args),
+            "armed": GUARD_ARMED,
             # this worker's parent: the ansible-playbook process that owns the run
             "watch_pid": os.getppid(),
             "watch_start": _guard_holder.start_time(os.getppid()),

@@ -9,7 +9,8 @@ ssh command line the action built), sends the guard program, tells the action ``
 process lives. When that process is gone it closes stdin: the guard on the node reads its end and cleans up the
 run. When the guard ends first (dispose disarmed it), so does the holder.
 
-stdin: one JSON line ``{argv, program, watch_pid, watch_start, ready_timeout, cleanup_timeout}``.
+stdin: one JSON line ``{argv, program, armed, watch_pid, watch_start, ready_timeout, cleanup_timeout}``; ``armed``
+begins the guard's ready line (module_utils/_run_guard.GUARD_ARMED).
 Standard library only: it runs under whatever Python runs ansible-playbook.
 """
 
@@ -25,8 +26,6 @@ import subprocess
 import sys
 import time
 from typing import Any, Optional
-
-ARMED = "cvs-guard armed"
 
 
 def start_time(pid: int) -> Optional[str]:
@@ -58,12 +57,12 @@ class Watched:
         return self.start is None or start_time(self.pid) != self.start
 
 
-def _armed_pid(out: bytearray) -> Optional[int]:
+def _armed_pid(out: bytearray, armed: str) -> Optional[int]:
     # a become wrapper prints its own line (BECOME-SUCCESS-...) before the guard's
     for line in bytes(out).decode("utf-8", "replace").splitlines():
-        if line.startswith(ARMED):
-            with contextlib.suppress(ValueError, IndexError):
-                return int(line.split()[2])
+        if line.startswith(armed + " "):
+            with contextlib.suppress(ValueError):
+                return int(line[len(armed) + 1 :].strip())
     return None
 
 
@@ -93,7 +92,7 @@ def main() -> int:
         # stderr and stdout are told apart only to name the error
         if not _drain_split(proc, selector, 0.2, out, err):
             break
-        pid = _armed_pid(out)
+        pid = _armed_pid(out, config["armed"])
     if pid is None:
         with contextlib.suppress(OSError):
             proc.kill()

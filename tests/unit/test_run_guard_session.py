@@ -93,7 +93,7 @@ def test_the_holder_keeps_the_guard_armed_while_the_playbook_lives_and_releases_
     run: str, lease_dir: Path, workload: dict[str, subprocess.Popen]
 ) -> None:
     playbook = subprocess.Popen(["sleep", "300"])  # stands for the ansible-playbook process
-    config = {"argv": node_argv(run), "program": guard_program(arguments(run, lease_dir)),
+    config = {"argv": node_argv(run), "program": guard_program(arguments(run, lease_dir)), "armed": guard.GUARD_ARMED,
               "watch_pid": playbook.pid, "watch_start": start_time(playbook.pid),
               "ready_timeout": 10, "cleanup_timeout": 30}  # fmt: skip
     answer = start_holder(config, 20)
@@ -112,7 +112,7 @@ def test_the_holder_keeps_the_guard_armed_while_the_playbook_lives_and_releases_
 
 def test_the_holder_names_why_no_guard_listens(run: str, lease_dir: Path) -> None:
     config = {"argv": ["/bin/sh", "-c", "echo 'ssh: connect to host n1 port 22: Connection refused' >&2; exit 255"],
-              "program": guard_program(arguments(run, lease_dir)), "watch_pid": os.getpid(),
+              "program": guard_program(arguments(run, lease_dir)), "armed": guard.GUARD_ARMED, "watch_pid": os.getpid(),
               "watch_start": start_time(os.getpid()), "ready_timeout": 5}  # fmt: skip
     assert start_holder(config, 15) == "failed: ssh: connect to host n1 port 22: Connection refused"
 
