@@ -8,6 +8,7 @@ from typing import Any
 
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.cvs.cluster.plugins.plugin_utils._extra_vars import given_as
 from ansible_collections.cvs.cluster.plugins.plugin_utils._rvs_cvs_config import RvsConfigError, rvs_settings
 
 
@@ -15,7 +16,7 @@ def rvs_cvs_config(block: Any, where: str = "rvs") -> dict:
     try:
         return rvs_settings(block, where)
     except RvsConfigError as exc:
-        raise AnsibleFilterError(f"upstream CVS rvs block: {exc}") from exc
+        raise AnsibleFilterError(f"upstream CVS rvs block ({given_as('-e rvs=...')}): {exc}") from exc
 
 
 class FilterModule:

@@ -22,9 +22,12 @@ description:
     (C({{), C({%), C({#)) is kept untrusted and is never rendered."
   - "Every node becomes a host in group C(cvs_nodes), named by its C(hostname) attribute if it has one,
     else by its address; C(ansible_host) is the address. The head node becomes the only host of group
-    C(cvs_head): option O(head), else C(head_node_dict.mgmt_ip), else the first node. The head must be
-    one of the listed nodes (matched by name, address, hostname or C(vpc_ip)); it is never added
-    implicitly."
+    C(cvs_head): option O(head), else C(head_node_dict.mgmt_ip), else the first node, matched by name, address,
+    hostname or C(vpc_ip) of a listed node; option O(head) must name one."
+  - "A C(head_node_dict.mgmt_ip) that is not a listed node is a jump host, as upstream's generator writes it:
+    every node is reached through it (C(ansible_ssh_common_args) gets an ssh C(ProxyCommand) C(ssh -W) with the
+    file's C(username) and C(priv_key_file), plus O(jump_ssh_args)), C(cvs_jump_host) names it, and the first
+    node is the head. Nothing runs on the jump host itself."
   - "Mapping of file keys: C(username) to C(ansible_user), C(priv_key_file) to
     C(ansible_ssh_private_key_file) (C(~) expanded), C(password) to C(ansible_password) (only when set),
     C(orchestrator) to C(cvs_orchestrator) (C(baremetal) by default; C(container), C(docker), C(podman)
@@ -91,6 +94,17 @@ options:
     ini:
       - section: cvs_cluster_json
         key: head
+  jump_ssh_args:
+    description:
+      - Extra ssh options for the hop to a jump-host head (for example C(-o StrictHostKeyChecking=accept-new)).
+        The hop checks host keys as the controller's ssh configuration says.
+    type: str
+    default: ""
+    env:
+      - name: CVS_JUMP_SSH_ARGS
+    ini:
+      - section: cvs_cluster_json
+        key: jump_ssh_args
 """
 
 EXAMPLES = r"""
@@ -235,7 +249,12 @@ class InventoryModule(BaseInventoryPlugin, Constructable):
                 None, "not a CVS cluster file: it needs node_dict and one of username, head_node_dict, priv_key_file"
             )
         # An empty option (CVS_HEAD_NODE= in the environment) means "not set".
-        return convert_cluster(data, user_id=self.get_option("user_id") or None, head=self.get_option("head") or None)
+        return convert_cluster(
+            data,
+            user_id=self.get_option("user_id") or None,
+            head=self.get_option("head") or None,
+            jump_ssh_args=self.get_option("jump_ssh_args") or "",
+        )
 
     def _populate(self, result: dict[str, Any]) -> None:
         for group in (NODES_GROUP, HEAD_GROUP):

@@ -22,10 +22,12 @@ Decisions (see docs/inventory.md):
   address (the ``node_dict`` key, or ``mgmt_ip`` for list entries);
   ``ansible_host`` is always the address.
 * The head node is the plugin option ``head`` if given, else
-  ``head_node_dict.mgmt_ip``, else the first node. It must be one of the
-  nodes (matched by name, address, ``hostname`` or ``vpc_ip``); an unknown
-  head is an error, never silently added: a head that is not a listed node is
-  usually a jump host, and running workloads there is wrong.
+  ``head_node_dict.mgmt_ip``, else the first node, matched by name, address,
+  ``hostname`` or ``vpc_ip`` of a node. A ``head_node_dict.mgmt_ip`` that is
+  not a listed node is a jump host (upstream's generator writes it so): every
+  node is reached through it (an ssh ``ProxyCommand`` with the file's user and
+  key), ``cvs_jump_host`` names it, and the first node is the head; no workload
+  runs on it. The option ``head`` must name a listed node.
 * ``{user-id}`` is replaced everywhere (keys and values) except in secrets.
 * Errors name the offending field by its key path (``node_dict.10.0.0.5.bmc_ip``,
   ``node_dict[1].mgmt_ip``) and never contain a secret's value.
@@ -37,6 +39,7 @@ import getpass
 import json
 import os
 import re
+import shlex
 from collections.abc import Mapping
 from typing import Any, Optional
 
@@ -49,12 +52,15 @@ __all__ = [
     "default_user_id",
     "load_cluster_json",
     "looks_like_cluster_file",
+    "proxy_command_args",
 ]
 
 NODES_GROUP = "cvs_nodes"
 HEAD_GROUP = "cvs_head"
 
 USER_ID = "{user-id}"
+# a jump host: a DNS name or an IPv4/IPv6 address (with an optional %zone), nothing a shell would read
+_HOST_NAME = re.compile(r"[A-Za-z0-9._:%\[\]-]+")
 CHANGEME = "<changeme>"
 # An unfilled template placeholder such as "{xx.xx.xx.xx|hostname-1}" or
 # "{head-node-ip}"; "${VAR}" (shell syntax) is not one.
@@ -365,6 +371,7 @@ def _build_hosts(node_dict: Any) -> tuple[dict[str, dict[str, Any]], dict[str, s
 def _pick_head(
     hosts: dict[str, dict[str, Any]], aliases: dict[str, set[str]], wanted: Optional[str], field: str
 ) -> str:
+    """The head's host name; '' when ``wanted`` (from ``head_node_dict.mgmt_ip``) is not a node: a jump host."""
     if wanted is None:
         return next(iter(hosts))
     key = wanted.strip().lower()
@@ -374,11 +381,34 @@ def _pick_head(
     for name, hostvars in hosts.items():
         if hostvars["cvs_vpc_ip"].lower() == key:
             return name
+    if field == "head_node_dict.mgmt_ip":
+        return ""
     raise ClusterFileError(
         field,
         f"head node {wanted!r} is not one of the nodes in node_dict ({', '.join(hosts)}); "
         "list it in node_dict or choose a listed node",
     )
+
+
+def proxy_command_args(jump: str, user: Optional[str], key_file: Optional[str], jump_ssh_args: str = "") -> str:
+    """``ansible_ssh_common_args`` that reach a node through ``jump`` (ssh -W), every value quoted.
+
+    ssh expands ``%`` tokens in a ProxyCommand before its shell runs it, so ``%`` in a value is doubled.
+    """
+    if not _HOST_NAME.fullmatch(jump) or jump.startswith("-"):
+        raise ClusterFileError("head_node_dict.mgmt_ip", f"{jump!r} is not a host address or name")
+    argv = ["ssh", "-o", "BatchMode=yes", *shlex.split(jump_ssh_args)]
+    if key_file:
+        argv += ["-i", key_file]
+    if user:
+        argv += ["-l", user]
+    words = [shlex.quote(a.replace("%", "%%")) for a in argv] + [
+        "-W",
+        "%h:%p",
+        "--",
+        shlex.quote(jump.replace("%", "%%")),
+    ]
+    return "-o " + shlex.quote("ProxyCommand=" + " ".join(words))
 
 
 # --------------------------------------------------------------------------
@@ -478,7 +508,7 @@ def _container(
 
 
 def convert_cluster(
-    data: Mapping[str, Any], *, user_id: Optional[str] = None, head: Optional[str] = None
+    data: Mapping[str, Any], *, user_id: Optional[str] = None, head: Optional[str] = None, jump_ssh_args: str = ""
 ) -> dict[str, Any]:
     """Validate a loaded CVS cluster file and convert it to inventory data.
 
@@ -486,6 +516,7 @@ def convert_cluster(
     :param user_id: what ``{user-id}`` stands for; default :func:`default_user_id`.
     :param head: head node (name, address, hostname or vpc_ip of a listed node);
         overrides ``head_node_dict.mgmt_ip``.
+    :param jump_ssh_args: ssh options for the hop to a jump-host head (see :func:`proxy_command_args`).
     :raises ClusterFileError: naming the field at fault.
     """
     if not isinstance(data, Mapping):
@@ -509,6 +540,8 @@ def convert_cluster(
                 head_field = "head_node_dict.mgmt_ip"
                 head = _no_template(_text(mgmt_ip, head_field), head_field)
     head_name = _pick_head(hosts, aliases, head, head_field)
+    jump = head if not head_name else None
+    head_name = head_name or next(iter(hosts))
 
     group_vars: dict[str, Any] = {}
     if not _unset(data.get("username")):
@@ -520,6 +553,12 @@ def convert_cluster(
     if password is not None and password != "":
         _expect(password, str, "password", "a string")  # the message never shows the value
         group_vars["ansible_password"] = password
+
+    if jump:
+        group_vars["cvs_jump_host"] = jump
+        group_vars["ansible_ssh_common_args"] = proxy_command_args(
+            jump, group_vars.get("ansible_user"), group_vars.get("ansible_ssh_private_key_file"), jump_ssh_args
+        )
 
     orchestrator, implied_runtime = _orchestrator(data.get("orchestrator"))
     group_vars["cvs_orchestrator"] = orchestrator

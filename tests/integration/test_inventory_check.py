@@ -86,11 +86,12 @@ def test_an_unknown_key_is_named_with_the_file_and_the_closest_valid_key(
     )
 
 
-def test_an_upstream_maxtext_config_as_extra_vars_is_refused_not_ignored(
+def test_an_upstream_maxtext_config_that_enforces_absent_thresholds_stops_before_prepare(
     run_playbook: Callable[..., Any], tmp_path: Path
 ) -> None:
-    """Written after upstream's documented jaxmaxtext schema (schema_version 1): before, -e @file was accepted and
-    the run trained the role's defaults."""
+    """Written after upstream's documented jaxmaxtext schema (schema_version 1, the training layout): it is read, and
+    enforce_thresholds true without the threshold file given stops the run showing the -e to add (before, -e @file
+    was accepted and the run trained the role's defaults)."""
     config = {
         "schema_version": 1,
         "framework": "jaxmaxtext",
@@ -104,8 +105,10 @@ def test_an_upstream_maxtext_config_as_extra_vars_is_refused_not_ignored(
     path.write_text(json.dumps(config))
     proc = run_playbook("playbooks/validate.yml", "baremetal", args=["-e", f"@{path}"], check=False)
     assert proc.returncode == 2, proc.stdout[-3000:]
+    out = " ".join(proc.stdout.split())
     assert (
-        "node1: an upstream CVS JAX MaxText config was given (-e @file sets enforce_thresholds, framework, gpu_arch, "
-        "model, schema_version, threshold_json, training), and this role does not read that file" in proc.stdout
-    ), proc.stdout[-3000:]
+        f"node1: invalid MaxText settings: the upstream CVS MaxText config (-e @{path}): "
+        "enforce_thresholds: true, but no thresholds were given: add -e" in out
+    ), out[-3000:]
+    assert "my_threshold.json" in out.split("thresholds were given", 1)[1][:200]
     assert "PLAY [Prepare the workload namespace" not in proc.stdout

@@ -467,3 +467,62 @@ def test_upstream_threshold_file_errors_stop_before_anything_starts(
             "choose one with maxtext_threshold_cell: NNODES=3,STEPS=20,PRECISION=BF16; NNODES=3,STEPS=20,PRECISION=FP8"
         ) in " ".join(out.split())
     assert "cvs.cluster.prepare : Check the inventory model" not in out
+
+
+UPSTREAM_CONFIG = Path(__file__).resolve().parent / "fixtures" / "maxtext" / "cvs_train_params_config.json"
+
+
+def test_upstream_training_config_runs_with_its_settings_and_patterns(
+    run_playbook: Callable[..., Any], node_exec: Callable[..., Any], tmp_path: Path
+) -> None:
+    """An upstream CVS MaxText training config (train_params layout), given with -e @file and its second sweep chosen:
+    the launched config.yml and env.sh on every node carry the file's steps, sweep key and overrides, GPU count,
+    container.env and XLA flags; its error pattern, which matches the batch size of that sweep, stops the run."""
+    proc = run_playbook(
+        PLAYBOOK,
+        "baremetal",
+        {"cvs_results_dir": str(tmp_path), "maxtext_poll_interval": POLL, "maxtext_stall_timeout": 30,
+         "maxtext_timeout": 300, "maxtext_sweep": "BS=2,PRECISION=BF16,SL=64"},
+        args=["-e", f"@{UPSTREAM_CONFIG}"],
+        check=False,
+    )  # fmt: skip
+    out = _output(proc)
+    assert proc.returncode != 0
+    for key in ("gpu_name", "threshold_json", "paths.hf_token_file", "train_params.hf_model_id"):
+        assert key in out, key
+    (tmp_path.parent / f"{tmp_path.name}-output.txt").write_text(out)
+    results = _results(tmp_path)
+    for node in NODES:
+        rec = results[node]
+        assert rec["status"] == "FAIL" and "error pattern 'batch of two'" in rec["reason"], rec["reason"]
+        assert rec["steps"] == 9 and rec["train_script"] == "/workspace/maxtext/MaxText/train.py"
+        config = yaml.safe_load(node_exec(node, ["cat", f"{rec['run_dir']}/config.yml"]).stdout)
+        assert (config["steps"], config["per_device_batch_size"], config["max_target_length"]) == (9, 2, 64)
+        assert config["log_period"] == 100 and config["quantization"] == ""
+        assert config["tokenizer_path"] == "/home/root/cache/maxtext/tokenizer"
+        env = node_exec(node, ["cat", f"{rec['run_dir']}/env.sh"]).stdout
+        for line in ("export CVS_UPSTREAM_MARK=from-container-env", "export HIP_VISIBLE_DEVICES=0,1",
+                     "export JAX_DISTRIBUTED_HEARTBEAT_TIMEOUT_SECONDS=77",
+                     "export XLA_FLAGS='--xla_gpu_enable_latency_hiding_scheduler=True "
+                     "--xla_gpu_enable_command_buffer='"):  # fmt: skip
+            assert line in env, (line, env)
+
+
+def test_upstream_training_config_with_an_unknown_key_stops_before_prepare(
+    run_playbook: Callable[..., Any], tmp_path: Path
+) -> None:
+    config = json.loads(UPSTREAM_CONFIG.read_text())
+    config["train_params"]["maxtext_confg"] = config["train_params"].pop("maxtext_config")
+    config["train_params"]["maxtext_config"] = {"steps": 3}
+    path = tmp_path / "upstream.json"
+    path.write_text(json.dumps(config))
+    proc = run_playbook(PLAYBOOK, "baremetal", {"cvs_results_dir": str(tmp_path / "r")}, args=["-e", f"@{path}"],
+                        check=False)  # fmt: skip
+    out = " ".join(_output(proc).split())
+    assert proc.returncode != 0
+    for node in NODES:
+        assert (
+            f"{node}: invalid MaxText settings: the upstream CVS MaxText config (-e @{path}): "
+            "train_params.maxtext_confg: unknown key; did you mean 'maxtext_config'?"
+        ) in out, out[-3000:]
+    assert "PLAY [Prepare" not in out

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import shlex
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from ansible_collections.cvs.cluster.plugins.plugin_utils._cluster_json import (
     default_user_id,
     load_cluster_json,
     looks_like_cluster_file,
+    proxy_command_args,
 )
 from ansible_collections.cvs.cluster.plugins.plugin_utils._container import normalize_container
 
@@ -148,10 +150,30 @@ def test_head_matches_name_address_or_vpc_ip(head: str) -> None:
     assert convert("list_nodes.json", head=head)["groups"]["cvs_head"] == ["gpu-a"]
 
 
-def test_head_not_among_nodes_is_an_error() -> None:
-    error = error_of(minimal(head_node_dict={"mgmt_ip": "192.0.2.99"}))
-    assert error.field == "head_node_dict.mgmt_ip"
-    assert "192.0.2.99" in str(error) and "not one of the nodes" in str(error)
+def test_a_head_outside_node_dict_is_a_jump_host_every_node_is_reached_through() -> None:
+    result = convert(minimal(head_node_dict={"mgmt_ip": "192.0.2.99"}), user_id="ops")
+    assert result["groups"]["cvs_head"] == ["192.0.2.1"]  # the first node: nothing runs on the jump host
+    assert "192.0.2.99" not in result["hosts"]
+    group = result["group_vars"]["cvs_nodes"]
+    assert group["cvs_jump_host"] == "192.0.2.99"
+    argv = shlex.split(group["ansible_ssh_common_args"])  # how ansible's ssh connection splits it
+    assert argv[0] == "-o" and argv[1].startswith("ProxyCommand=")
+    assert shlex.split(argv[1].removeprefix("ProxyCommand=")) == [
+        "ssh", "-o", "BatchMode=yes", "-i", "/home/ops/.ssh/id_rsa", "-l", "ops", "-W", "%h:%p", "--", "192.0.2.99"
+    ]  # fmt: skip
+
+
+def test_the_jump_command_quotes_every_value_and_doubles_ssh_percent_tokens() -> None:
+    args = proxy_command_args("jump.example", "o'p$(touch /tmp/x)", "/k%d/key; rm -rf /", "-o ConnectTimeout=5")
+    command = shlex.split(shlex.split(args)[1].removeprefix("ProxyCommand="))
+    assert command == ["ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=5", "-i", "/k%%d/key; rm -rf /",
+                       "-l", "o'p$(touch /tmp/x)", "-W", "%h:%p", "--", "jump.example"]  # fmt: skip
+    for bad in ("-oProxyCommand=x", "a b", "", "gpu01$(touch${IFS}/tmp/pwned)", "a;b"):
+        with pytest.raises(ClusterFileError, match="is not a host address or name"):
+            proxy_command_args(bad, None, None)
+
+
+def test_the_head_option_must_name_a_node() -> None:
     assert error_of(minimal(), head="jumphost").field == "head"
 
 
