@@ -26,7 +26,8 @@ description:
     hostname or C(vpc_ip) of a listed node; option O(head) must name one."
   - "A C(head_node_dict.mgmt_ip) that is not a listed node is a jump host, as upstream's generator writes it:
     every node is reached through it (C(ansible_ssh_common_args) gets an ssh C(ProxyCommand) C(ssh -W) with the
-    file's C(username) and C(priv_key_file), plus O(jump_ssh_args)), C(cvs_jump_host) names it, and the first
+    file's C(username) and C(priv_key_file), plus O(jump_ssh_args); C(ansible_control_path) is one of its own, so
+    a ControlMaster opened without the jump host is never reused), C(cvs_jump_host) names it, and the first
     node is the head. Nothing runs on the jump host itself."
   - "Mapping of file keys: C(username) to C(ansible_user), C(priv_key_file) to
     C(ansible_ssh_private_key_file) (C(~) expanded), C(password) to C(ansible_password) (only when set),

@@ -26,8 +26,8 @@ Decisions (see docs/inventory.md):
   ``hostname`` or ``vpc_ip`` of a node. A ``head_node_dict.mgmt_ip`` that is
   not a listed node is a jump host (upstream's generator writes it so): every
   node is reached through it (an ssh ``ProxyCommand`` with the file's user and
-  key), ``cvs_jump_host`` names it, and the first node is the head; no workload
-  runs on it. The option ``head`` must name a listed node.
+  key, in a ControlPath of its own), ``cvs_jump_host`` names it, and the first
+  node is the head; no workload runs on it. The option ``head`` must name a listed node.
 * ``{user-id}`` is replaced everywhere (keys and values) except in secrets.
 * Errors name the offending field by its key path (``node_dict.10.0.0.5.bmc_ip``,
   ``node_dict[1].mgmt_ip``) and never contain a secret's value.
@@ -36,6 +36,7 @@ Decisions (see docs/inventory.md):
 from __future__ import annotations
 
 import getpass
+import hashlib
 import json
 import os
 import re
@@ -50,6 +51,7 @@ __all__ = [
     "ClusterFileError",
     "convert_cluster",
     "default_user_id",
+    "jump_control_path",
     "load_cluster_json",
     "looks_like_cluster_file",
     "proxy_command_args",
@@ -411,6 +413,17 @@ def proxy_command_args(jump: str, user: Optional[str], key_file: Optional[str], 
     return "-o " + shlex.quote("ProxyCommand=" + " ".join(words))
 
 
+def jump_control_path(jump: str) -> str:
+    """``ansible_control_path`` for nodes reached through ``jump``.
+
+    Ansible's own ControlPath hashes only host, port and user, so a ControlMaster opened to the same address
+    without the jump host (or through another one) would be reused and the ProxyCommand bypassed; ssh's ``%C``
+    keeps host, port and user apart, the prefix keeps each route apart.
+    """
+    route = hashlib.sha1(jump.encode(), usedforsecurity=False).hexdigest()[:8]
+    return f"%(directory)s/j{route}-%%C"
+
+
 # --------------------------------------------------------------------------
 # orchestrator and container
 
@@ -559,6 +572,7 @@ def convert_cluster(
         group_vars["ansible_ssh_common_args"] = proxy_command_args(
             jump, group_vars.get("ansible_user"), group_vars.get("ansible_ssh_private_key_file"), jump_ssh_args
         )
+        group_vars["ansible_control_path"] = jump_control_path(jump)
 
     orchestrator, implied_runtime = _orchestrator(data.get("orchestrator"))
     group_vars["cvs_orchestrator"] = orchestrator

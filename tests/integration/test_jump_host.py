@@ -1,6 +1,6 @@
 """A CVS cluster file whose head_node_dict.mgmt_ip is not one of its nodes: a jump host, as upstream's generator
 writes it. node1 of the simulated cluster serves as the jump host of a cluster of node2 and node3; the nodes' sshd
-sees every connection come from node1's address, and RVS runs end to end through it."""
+sees every connection come from node1's address, and validate.yml runs RVS end to end through it."""
 
 from __future__ import annotations
 
@@ -36,14 +36,22 @@ def jump_source(cluster: Any, tmp_path: Path) -> Path:
     return source
 
 
-def test_every_node_is_reached_through_the_jump_host(cluster: Any, jump_source: Path) -> None:
-    proc = subprocess.run(
-        [str(VENV_BIN / "ansible"), "-i", str(jump_source), "cvs_nodes", "-m", "ansible.builtin.shell",
+def _where_from(inventory: Path) -> subprocess.CompletedProcess[str]:
+    """Ad-hoc ``ansible`` on the nodes: each prints the address its ssh connection came from."""
+    return subprocess.run(
+        [str(VENV_BIN / "ansible"), "-i", str(inventory), ",".join(NODES), "-m", "ansible.builtin.shell",
          "-a", 'echo "from=${SSH_CONNECTION%% *}"', "-o"],
         env={"PATH": f"{VENV_BIN}:/usr/bin:/bin", "ANSIBLE_CONFIG": str(ANSIBLE_CFG), "ANSIBLE_NOCOLOR": "1",
              "HOME": str(Path.home())},
         capture_output=True, text=True, timeout=300, check=False,
     )  # fmt: skip
+
+
+def test_every_node_is_reached_through_the_jump_host(cluster: Any, jump_source: Path) -> None:
+    # a direct connection first: its ControlMaster (same address, port and user) must not carry the jumped ones
+    direct = _where_from(cluster.inventory("baremetal"))
+    assert direct.returncode == 0 and direct.stdout.count("from=10.77.0.1\n") == len(NODES), direct.stdout
+    proc = _where_from(jump_source)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     lines = {line.split(" ", 1)[0]: line for line in proc.stdout.splitlines() if "from=" in line}
     assert sorted(lines) == NODES, proc.stdout
@@ -55,9 +63,13 @@ def test_rvs_runs_end_to_end_through_the_jump_host(
     run_playbook: Callable[..., Any], jump_source: Path, tmp_path: Path
 ) -> None:
     proc = run_playbook(
-        "playbooks/health_rvs.yml",
+        "playbooks/validate.yml",
         jump_source,
-        {"cvs_results_dir": str(tmp_path / "results"), "rvs": {"rvs_test_level": "0", "tests": ["gst_single"]}},
+        {
+            "cvs_results_dir": str(tmp_path / "results"),
+            "cvs_validate_checks": ["rvs"],
+            "rvs": {"rvs_test_level": "0", "tests": ["gst_single"]},
+        },
         check=False,
     )
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]

@@ -478,14 +478,21 @@ def test_upstream_training_config_runs_with_its_settings_and_patterns(
     """An upstream CVS MaxText training config (train_params layout), given with -e @file and its second sweep chosen:
     the launched config.yml and env.sh on every node carry the file's steps, sweep key and overrides, GPU count,
     container.env and XLA flags; its error pattern, which matches the batch size of that sweep, stops the run."""
-    proc = run_playbook(
-        PLAYBOOK,
-        "baremetal",
-        {"cvs_results_dir": str(tmp_path), "maxtext_poll_interval": POLL, "maxtext_stall_timeout": 30,
-         "maxtext_timeout": 300, "maxtext_sweep": "BS=2,PRECISION=BF16,SL=64"},
-        args=["-e", f"@{UPSTREAM_CONFIG}"],
-        check=False,
-    )  # fmt: skip
+    tokenizer = "/home/root/cache/maxtext/tokenizer"  # the file's {paths.models_dir}/tokenizer, for user root
+    for node in NODES:  # the role's preflight checks that the tokenizer exists, as it would on a real shared fs
+        node_exec(node, ["mkdir", "-p", tokenizer])
+    try:
+        proc = run_playbook(
+            PLAYBOOK,
+            "baremetal",
+            {"cvs_results_dir": str(tmp_path), "maxtext_poll_interval": POLL, "maxtext_stall_timeout": 30,
+             "maxtext_timeout": 300, "maxtext_sweep": "BS=2,PRECISION=BF16,SL=64"},
+            args=["-e", f"@{UPSTREAM_CONFIG}"],
+            check=False,
+        )  # fmt: skip
+    finally:
+        for node in NODES:
+            node_exec(node, ["rm", "-rf", "/home/root/cache"])
     out = _output(proc)
     assert proc.returncode != 0
     for key in ("gpu_name", "threshold_json", "paths.hf_token_file", "train_params.hf_model_id"):
@@ -499,7 +506,7 @@ def test_upstream_training_config_runs_with_its_settings_and_patterns(
         config = yaml.safe_load(node_exec(node, ["cat", f"{rec['run_dir']}/config.yml"]).stdout)
         assert (config["steps"], config["per_device_batch_size"], config["max_target_length"]) == (9, 2, 64)
         assert config["log_period"] == 100 and config["quantization"] == ""
-        assert config["tokenizer_path"] == "/home/root/cache/maxtext/tokenizer"
+        assert config["tokenizer_path"] == tokenizer
         env = node_exec(node, ["cat", f"{rec['run_dir']}/env.sh"]).stdout
         for line in ("export CVS_UPSTREAM_MARK=from-container-env", "export HIP_VISIBLE_DEVICES=0,1",
                      "export JAX_DISTRIBUTED_HEARTBEAT_TIMEOUT_SECONDS=77",

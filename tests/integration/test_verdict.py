@@ -27,7 +27,9 @@ PYTHON = REPO / ".venv" / "bin" / "python"
 EXAMPLE = REPO / "examples" / "run_from_python.py"
 CTL = REPO / "tests" / "cluster" / "ctl.sh"
 NODES = ["node1", "node2", "node3"]
-NODE2_ERROR = "ssh: connect to host 10.77.0.12 port 22: Connection refused"
+# what ssh tells Ansible once node2's sshd is gone: a new connection is refused; a ControlMaster that an earlier
+# test opened and that is still dying when the run starts gives a broken pipe instead (seen once in CI)
+NODE2_ERRORS = re.compile(r"ssh: connect to host 10\.77\.0\.12 port 22: Connection refused|\S.*: Broken pipe")
 
 EXTRAVARS: dict[str, Any] = {
     "rvs_poll_interval": 1,
@@ -101,7 +103,9 @@ def test_unreachable_node_is_never_a_pass(
     assert list(data["nodes"]) == NODES, tail
     rec = data["nodes"]["node2"]["checks"][check]
     assert rec["status"] == "UNREACHABLE", rec
-    assert rec["reason"] == f"node2: unreachable: {NODE2_ERROR}", rec
+    assert rec["reason"].startswith("node2: unreachable: "), rec
+    node2_error = rec["reason"].removeprefix("node2: unreachable: ")
+    assert NODE2_ERRORS.fullmatch(node2_error), rec
     assert "node2" in data["summary"]["failing_nodes"]
     if check == "maxtext" or backend == "container":
         # the other nodes did not run (MaxText needs every node; the container backend refuses a partial
@@ -115,12 +119,12 @@ def test_unreachable_node_is_never_a_pass(
     root = ET.fromstring((_run_dir(results) / "junit.xml").read_text())
     (case,) = [c for c in root.iter("testcase") if c.get("name") == "node2"]
     bad = [e for e in case if e.tag in ("failure", "error")]
-    assert bad and NODE2_ERROR in (bad[0].get("message") or ""), ET.tostring(case, encoding="unicode")
+    assert bad and node2_error in (bad[0].get("message") or ""), ET.tostring(case, encoding="unicode")
     assert int(root.get("failures") or 0) + int(root.get("errors") or 0) >= 1
 
     # report.html: a node2 row with the status and the cause
     html = (_run_dir(results) / "report.html").read_text()
-    assert 'data-node="node2"' in html and "UNREACHABLE" in html and NODE2_ERROR in html
+    assert 'data-node="node2"' in html and "UNREACHABLE" in html and node2_error in html
 
     # the set_stats artifact (AWX, ansible-runner)
     assert report, tail
@@ -129,7 +133,7 @@ def test_unreachable_node_is_never_a_pass(
     assert set(report["nodes"]) == set(NODES), report
 
     # the console: the run's last word names node2 and the cause
-    assert f"node2: unreachable: {NODE2_ERROR}" in text, tail
+    assert f"node2: unreachable: {node2_error}" in text, tail
     final = [ln for ln in text.splitlines() if re.search(r"run \S+: (PASS|FAIL|ERROR|INCOMPLETE)\b", ln)]
     assert final and "PASS" not in final[-1].split(" - ")[0], final[-5:]
     assert all(f"{n}:" in final[-1] for n in NODES), final[-1]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 import os
 import shlex
@@ -18,6 +19,7 @@ from ansible_collections.cvs.cluster.plugins.plugin_utils._cluster_json import (
     ClusterFileError,
     convert_cluster,
     default_user_id,
+    jump_control_path,
     load_cluster_json,
     looks_like_cluster_file,
     proxy_command_args,
@@ -161,6 +163,11 @@ def test_a_head_outside_node_dict_is_a_jump_host_every_node_is_reached_through()
     assert shlex.split(argv[1].removeprefix("ProxyCommand=")) == [
         "ssh", "-o", "BatchMode=yes", "-i", "/home/ops/.ssh/id_rsa", "-l", "ops", "-W", "%h:%p", "--", "192.0.2.99"
     ]  # fmt: skip
+    # a ControlMaster opened without the jump host (same host, port, user) is never reused for this route
+    assert group["ansible_control_path"] == jump_control_path("192.0.2.99")
+    route = hashlib.sha1(b"192.0.2.99").hexdigest()[:8]
+    assert group["ansible_control_path"] % {"directory": "/cp"} == f"/cp/j{route}-%C"
+    assert jump_control_path("192.0.2.98") != group["ansible_control_path"]
 
 
 def test_the_jump_command_quotes_every_value_and_doubles_ssh_percent_tokens() -> None:
