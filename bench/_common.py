@@ -10,7 +10,6 @@ namespace addresses, or 127.0.0.0/8 with CVS_BENCH_INVENTORY pointing elsewhere)
 
 from __future__ import annotations
 
-import ast
 import json
 import os
 import platform
@@ -845,29 +844,12 @@ def make_remote_log(host: Host, path: str, size: int) -> None:
 
 # ---------------------------------------------------------------- the log_poll reader without Ansible
 
-READER = (
-    (Path(EXPERIMENT) / "ansible_collections" / "cvs" / "cluster" if EXPERIMENT else REPO)
-    / "plugins"
-    / "module_utils"
-    / "_log_reader.py"
-)
+# the wire protocol, from the collection the benches measure (the experiment's copy when one is given)
+sys.path.insert(0, EXPERIMENT or str(REPO / ".cache" / "collections"))
+from ansible_collections.cvs.cluster.plugins.plugin_utils import _reader_protocol as protocol  # noqa: E402
 
-
-def reader_program(request: dict) -> bytes:
-    """What plugins/action/log_poll.py pipes into the node's interpreter for one round (same source, same call)."""
-    plain = json.loads(json.dumps(request))
-    return (READER.read_text(encoding="utf-8") + f"\nmain({plain!a})\n").encode("ascii")
-
-
-def parse_reply(stdout: str) -> dict:
-    """The reader's reply as the action reads it: base64 chunk lines, then a Python literal written with ascii()."""
-    *lines, last = stdout.strip().split("\n")
-    reply = ast.literal_eval(last)
-    if not isinstance(reply, dict):
-        raise ValueError(f"not a reader reply: {stdout[-200:]!r}")
-    for log in reply.get("logs", []):
-        log["chunks"], lines = lines[: log["chunks"]], lines[log["chunks"] :]
-    return reply
+reader_program = protocol.reader_program
+parse_reply = protocol.parse_reply
 
 
 def remote_python(host: Host) -> str:
@@ -875,14 +857,10 @@ def remote_python(host: Host) -> str:
     return "python3" if interp.startswith("auto") or "{" in interp else interp
 
 
-READER_BOOTSTRAP = "import sys; exec(sys.stdin.buffer.read())"
-
-
 def reader_command(interpreter: str = "python3", cmd_timeout: int = 30, flags: str = "-S") -> str:
-    """The command log_poll runs on the node (plugins/action/log_poll.py reader_command; ``flags`` as it passes them
-    by default). Ansible's ssh connection then wraps it in ``/bin/sh -c '...; sleep 0'``."""
-    flags = f"{flags} " if flags else ""
-    return f"timeout -s KILL {cmd_timeout + 5} {interpreter} {flags}-c {shlex.quote(READER_BOOTSTRAP)}"
+    """The command log_poll runs on the node (``flags`` as it passes them by default). Ansible's ssh connection
+    then wraps it in ``/bin/sh -c '...; sleep 0'``."""
+    return protocol.reader_command(interpreter, cmd_timeout, flags=flags)
 
 
 class RawReader:
@@ -893,19 +871,22 @@ class RawReader:
         # the interpreter log_poll would use: ansible_python_interpreter if set, else python3 on PATH
         self.interpreter = interpreter or remote_python(host)
         reply = self._call({"logs": [{"path": path, "offset": None}], "max_bytes": 1024, "start": "arm"})
-        self.cursor = {k: reply["logs"][0][k] for k in ("offset", "dev", "ino", "head_len", "head_hash")}
+        self.cursor = protocol.cursor_of(reply["logs"][0])
 
     def _call(self, request: dict) -> dict:
         request = dict(request, cmd_timeout=30)
         out = ssh(self.host, reader_command(self.interpreter), stdin=reader_program(request), timeout=120)
-        return parse_reply(out)
+        reply = parse_reply(out)
+        if reply is None:
+            raise ValueError(f"not a reader reply: {out[-200:]!r}")
+        return reply
 
     def round(self) -> int:
         log = dict(self.cursor, path=self.path)
         reply = self._call({"logs": [log], "max_bytes": 2 * 1024 * 1024, "start": "end"})
         entry = reply["logs"][0]
         before = self.cursor["offset"]
-        self.cursor = {k: entry[k] for k in ("offset", "dev", "ino", "head_len", "head_hash")}
+        self.cursor = protocol.cursor_of(entry)
         return self.cursor["offset"] - before
 
 

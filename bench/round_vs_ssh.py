@@ -81,11 +81,11 @@ def measure_rounds(runner: c.Runner, inv: Path, host: c.Host, path: str, rounds:
 BUCKETS = {
     # (file suffix, function): label -- cumulative times, so buckets nest (transport is inside the action)
     ("plugins/action/log_poll.py", "run"): "log_poll action run (all of it)",
-    ("plugins/action/log_poll.py", "_remote_read"): "  remote read (build program + ssh exec + parse reply)",
+    ("plugins/action/log_poll.py", "_read"): "  remote read (build program + ssh exec + parse reply)",
     ("ansible/plugins/connection/ssh.py", "exec_command"): "    ssh exec (spawn ssh, wait for node)",
-    ("plugins/action/log_poll.py", "_configure"): "  configure (arg spec, regex compile, state dir)",
-    ("plugins/action/log_poll.py", "_consume"): "  consume reply (decode, scan, save)",
-    ("plugins/action/log_poll.py", "_progress"): "  progress (group summary + state write)",
+    ("plugin_utils/_log_poll_settings.py", "poll_settings"): "  settings (regex compile, checks)",
+    ("plugin_utils/_log_poll_engine.py", "consume"): "  consume reply (decode, scan, save)",
+    ("plugin_utils/_log_poll_engine.py", "_progress"): "  progress (group summary + state write)",
     ("ansible/plugins/action/__init__.py", "validate_argument_spec"): "  validate_argument_spec",
     ("ansible/playbook/task.py", "_resolve_conditional"): "until: templating",
     ("ansible/executor/task_executor.py", "_get_action_handler"): "new action handler per retry",

@@ -1,5 +1,9 @@
 """The log_poll action plugin driven in-process, several hosts round-robin, no Ansible run.
 
+What a round decides (policies, deadlines, stall, the join grace, generations) is tested against the round engine
+with an injected clock (tests/unit/plugins/plugin_utils/test_log_poll_engine.py); here the action is driven end to
+end: arguments, the real reader and its cursors, transport faults, save_dir, task loops.
+
 Each host's remote read is the real shipped program run through ``/bin/sh -c`` on
 this machine (like a local connection), so cursors, probes and the reader are real;
 faults (unreachable host, garbage output) are injected per host.
@@ -303,41 +307,6 @@ def test_invalid_argument_types_end_the_until_loop(tmp_path: Path) -> None:
     assert result["failed"] and result["finished"] and "timeout" in result["msg"]
 
 
-# ---- policies ------------------------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("policy", "marker_round", "done_round", "completed"),
-    [
-        ("all", {"n2": 1, "n3": 3, "n1": 5}, 5, {"n1", "n2", "n3"}),
-        ("any", {"n2": 1, "n3": 3, "n1": 5}, 1, {"n2"}),
-        ("first", {"n2": 1, "n3": 3, "n1": 5}, 5, {"n1", "n2", "n3"}),
-        ("node0", {"n2": 1, "n1": 3}, 3, {"n1", "n2"}),
-        ("last", {"n2": 1, "n3": 3, "n1": 5}, 3, {"n2", "n3"}),
-    ],
-)
-def test_policies_decide_at_the_right_round(tmp_path: Path, policy, marker_round, done_round, completed) -> None:
-    cluster = Cluster(tmp_path, {"complete": {"pattern": "MARK", "policy": policy}})
-    cluster.per_host_args = logs_arg(tmp_path)
-    for h in HOSTS:
-        log_of(tmp_path, h).write_bytes(b"")
-
-    def between(n: int) -> None:
-        for h, when in marker_round.items():
-            append(log_of(tmp_path, h), b"MARK\n" if n == when else b"tick %d\n" % n)
-        for h in set(HOSTS) - set(marker_round):
-            append(log_of(tmp_path, h), b"tick %d\n" % n)
-
-    cluster.poll(rounds=20, between=between)
-    done = {h for h in HOSTS if cluster.last(h)["completed"]}
-    assert done == completed
-    for h in HOSTS:
-        result = cluster.last(h)
-        assert result["finished"] and not result["failed"], result
-        # every host stops in the round the group decided, or the one after (it learns at its next round)
-        assert done_round + 1 <= len(cluster.results[h]) <= done_round + 2
-
-
 def test_hosts_outside_the_group_stop_when_it_decides(tmp_path: Path) -> None:
     cluster = Cluster(tmp_path, {"complete": {"pattern": "MARK", "hosts": ["n1"]}})
     cluster.per_host_args = logs_arg(tmp_path)
@@ -367,21 +336,6 @@ def test_error_on_a_host_outside_the_group_fails_every_host(tmp_path: Path) -> N
     for h in ("n1", "n2"):
         assert cluster.last(h)["failed"] and cluster.last(h)["aborted_by"] == "n3"
         assert cluster.last(h)["msg"].startswith("stopped because n3 failed: error pattern 'crash' matched on n3")
-
-
-def test_a_host_skipped_by_when_stops_holding_the_group_after_the_grace(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setattr(action_mod, "JOIN_GRACE", 0.3)
-    cluster = Cluster(tmp_path, {"complete": {"pattern": "MARK"}})
-    cluster.per_host_args = logs_arg(tmp_path)
-    for h in HOSTS:
-        log_of(tmp_path, h).write_bytes(b"MARK\n")
-    cluster.run_round(["n1", "n2"])
-    assert not cluster.finished("n1")
-    time.sleep(0.4)
-    cluster.run_round(["n1", "n2"])
-    cluster.run_round(["n1", "n2"])
-    assert cluster.finished("n1") and cluster.finished("n2")
-    assert cluster.last("n1")["group"]["hosts"] == ["n1", "n2"]
 
 
 # ---- transport ------------------------------------------------------------------------------------------------
@@ -502,26 +456,6 @@ def test_final_drain_reads_to_the_end_and_finds_a_late_error(tmp_path: Path) -> 
     assert len(cluster.results["n1"]) == 1
 
 
-def test_stall_names_the_host_and_the_last_line(tmp_path: Path) -> None:
-    log = log_of(tmp_path, "n1")
-    log.write_bytes(b"step 1\nstep 2\n")
-    cluster = Cluster(
-        tmp_path, {"logs": [str(log)], "stall_timeout": 0.5, "complete": {"pattern": "DONE"}}, hosts=["n1"]
-    )
-    cluster.run_round()
-    for _ in range(3):  # a partial line that keeps growing is progress
-        time.sleep(0.3)
-        append(log, b"3")
-        cluster.run_round()
-    assert not cluster.finished("n1")
-    time.sleep(0.7)
-    cluster.run_round()
-    result = cluster.last("n1")
-    assert result["failed"] and result["stalled"]
-    assert result["msg"].startswith("stalled: no new log output on n1 for ")
-    assert result["msg"].endswith("(stall_timeout 0.5s); last line: 'step 2'")
-
-
 def test_rotation_events_are_kept_in_the_final_result(tmp_path: Path) -> None:
     log = log_of(tmp_path, "n1")
     log.write_bytes(b"a\n")
@@ -540,23 +474,6 @@ def test_rotation_events_are_kept_in_the_final_result(tmp_path: Path) -> None:
 
 
 # ---- state keys -----------------------------------------------------------------------------------------------
-
-
-def test_the_same_state_key_twice_starts_a_fresh_generation(tmp_path: Path) -> None:
-    for h in HOSTS:
-        log_of(tmp_path, h).write_bytes(b"DONE\n")
-    first = Cluster(tmp_path, {"complete": {"pattern": "DONE"}, "state_key": "train"})
-    first.per_host_args = logs_arg(tmp_path)
-    first.poll(rounds=3)
-    assert all(first.last(h)["completed"] for h in HOSTS)
-    second = Cluster(tmp_path, {"complete": {"pattern": "NEVER"}, "state_key": "train", "timeout": 0.3})
-    second.per_host_args = logs_arg(tmp_path)
-    second.run_round()
-    assert not any(second.finished(h) for h in HOSTS)  # the earlier verdict does not leak in
-    time.sleep(0.4)
-    second.poll(rounds=2)
-    assert second.last("n1")["timed_out"] and "timed out after 0s (timeout 0.3s) on n1" in second.last("n1")["msg"]
-    assert second.last("n2")["aborted_by"] == second.last("n3")["aborted_by"] == "n1"
 
 
 def test_with_items_loops_key_state_per_item(tmp_path: Path) -> None:

@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.cvs.cluster.plugins.action import log_poll as action_mod
 from ansible_collections.cvs.cluster.plugins.module_utils import _log_reader as reader
+from ansible_collections.cvs.cluster.plugins.plugin_utils import _reader_protocol as protocol
+from ansible_collections.cvs.cluster.plugins.plugin_utils._reader_session import SERVE_BOOTSTRAP
 
 MIB = 1024 * 1024
 
@@ -23,7 +24,7 @@ MIB = 1024 * 1024
 class Tail:
     """Drives read_log round after round like the controller does (cursor in, cursor out)."""
 
-    KEYS = action_mod._CURSOR_KEYS
+    KEYS = protocol.CURSOR_KEYS
 
     def __init__(self, path: Path, max_bytes: int = 64 * 1024, start: str = "beginning") -> None:
         self.path = str(path)
@@ -380,13 +381,13 @@ def test_shipped_program_runs_with_python_stdin(tmp_path: Path) -> None:
     log = Path(os.fsdecode(os.path.join(os.fsencode(tmp_path), "jöb-\xff.log".encode("latin-1"))))
     log.write_bytes(b"hello \xe9\n")
     request = {"logs": [{"path": str(log), "offset": None}], "max_bytes": 4096, "start": "beginning"}
-    program = action_mod.reader_program(request)
+    program = protocol.reader_program(request)
     program.decode("ascii")
-    command = action_mod.reader_command(sys.executable, 5)
+    command = protocol.reader_command(sys.executable, 5)
     proc = subprocess.run(["/bin/sh", "-c", command], input=program, capture_output=True, check=True)
     assert proc.stderr == b""
     proc.stdout.decode("ascii")
-    reply = action_mod.parse_reply(proc.stdout.decode())
+    reply = protocol.parse_reply(proc.stdout.decode())
     assert reply is not None
     assert reply["logs"][0]["path"] == str(log)
     assert base64.b64decode(reply["logs"][0]["chunks"][0]) == b"hello \xe9\n"
@@ -398,13 +399,13 @@ def test_shipped_program_imports_nothing_slow(tmp_path: Path) -> None:
     log = tmp_path / "job.log"
     log.write_bytes(b"x" * 2000 + b"\n")
     request = {"logs": [{"path": str(log), "offset": None}], "cmd_timeout": 5, "exit_code_file": str(tmp_path / "rc")}
-    command = action_mod.reader_command(f"{sys.executable} -X importtime", 5)
-    program = action_mod.reader_program(request)
+    command = protocol.reader_command(f"{sys.executable} -X importtime", 5)
+    program = protocol.reader_program(request)
     proc = subprocess.run(["/bin/sh", "-c", command], input=program, capture_output=True, check=True)
     imported = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.decode().splitlines()}
     assert "binascii" in imported
     assert not imported & {"re", "json", "base64", "hashlib", "_hashlib", "signal", "enum", "site", "__future__"}
-    assert action_mod.parse_reply(proc.stdout.decode())["logs"][0]["head_len"] == 1024
+    assert protocol.parse_reply(proc.stdout.decode())["logs"][0]["head_len"] == 1024
 
 
 @pytest.mark.parametrize(
@@ -428,7 +429,7 @@ def test_shipped_program_imports_nothing_slow(tmp_path: Path) -> None:
     ],
 )
 def test_garbage_on_stdout_is_no_reply(stdout: str) -> None:
-    assert action_mod.parse_reply(stdout) is None
+    assert protocol.parse_reply(stdout) is None
 
 
 def test_reply_parses_back_to_what_the_reader_returned(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -438,7 +439,7 @@ def test_reply_parses_back_to_what_the_reader_returned(tmp_path: Path, capsys: p
     logs = [{"path": str(tmp_path / n), "offset": None} for n in ("a.log", "none", "b.log", "a.log")]
     request = {"logs": logs, "max_bytes": 1024}
     reader.main(request)
-    reply = action_mod.parse_reply(capsys.readouterr().out)
+    reply = protocol.parse_reply(capsys.readouterr().out)
     assert reply == reader.run_round(request)
     assert [len(log["chunks"]) for log in reply["logs"]] == [1, 0, 0, 1]
     assert base64.b64decode(reply["logs"][0]["chunks"][0]) == line
@@ -538,12 +539,12 @@ def test_run_round_takes_the_run_age_by_the_controllers_clock(tmp_path: Path) ->
 
 
 def test_a_kept_reader_ends_when_nothing_comes_for_its_idle_timeout(tmp_path: Path) -> None:
-    program = (action_mod.reader_source() + "\nserve()\n").encode("ascii")
-    cmd = action_mod.reader_command(sys.executable, 0, action_mod.SERVE_BOOTSTRAP)
+    program = protocol.serve_program()
+    cmd = protocol.reader_command(sys.executable, 0, SERVE_BOOTSTRAP)
     proc = subprocess.Popen(["/bin/sh", "-c", cmd], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     assert proc.stdin is not None and proc.stdout is not None
     request = {"logs": [], "max_bytes": 4096, "start": "auto", "idle_timeout": 1}
-    literal = action_mod.request_literal(request).encode("ascii")
+    literal = protocol.request_literal(request).encode("ascii")
     # the program and the first request in one write: nothing may sit unseen in a buffer
     proc.stdin.write(b"%d\n%s%d\n%s" % (len(program), program, len(literal), literal))
     proc.stdin.flush()

@@ -8,12 +8,12 @@ import sys
 import time
 from pathlib import Path
 
-from ansible_collections.cvs.cluster.plugins.action.log_poll import (
+from ansible_collections.cvs.cluster.plugins.module_utils._log_reader import END_OF_REPLY
+from ansible_collections.cvs.cluster.plugins.plugin_utils._reader_protocol import (
     parse_reply,
     reader_source,
     request_literal,
 )
-from ansible_collections.cvs.cluster.plugins.module_utils._log_reader import END_OF_REPLY
 from ansible_collections.cvs.cluster.plugins.plugin_utils._reader_session import SERVE_BOOTSTRAP, ReaderSession
 
 PROGRAM = (reader_source() + "\nserve()\n").encode("ascii")
