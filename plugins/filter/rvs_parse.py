@@ -1,6 +1,6 @@
 # Copyright: cvs.cluster contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Filters cvs.cluster.rvs_parse and cvs.cluster.rvs_judge (docs: rvs_parse.yml, rvs_judge.yml)."""
+"""Filters cvs.cluster.rvs_parse, cvs.cluster.rvs_judge and cvs.cluster.rvs_check_rows (docs: their .yml files)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from typing import Any
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.cvs.cluster.plugins.module_utils._rvs import judge_rvs, parse_rvs_output
+from ansible_collections.cvs.cluster.plugins.plugin_utils._rvs_record import check_rows
 
 
 def _output_text(value: Any, filter_name: str) -> str:
@@ -100,6 +101,12 @@ def rvs_judge(
         raise AnsibleFilterError(f"rvs_judge: {exc}") from exc
 
 
+def rvs_check_rows(tests: Any) -> dict:
+    if not isinstance(tests, (list, tuple)):
+        raise AnsibleFilterError(f"rvs_check_rows: expected the list of RVS test results, got {type(tests).__name__}")
+    return check_rows(tests)
+
+
 class FilterModule:
     """RVS output filters."""
 
@@ -107,4 +114,5 @@ class FilterModule:
         return {
             "rvs_parse": rvs_parse,
             "rvs_judge": rvs_judge,
+            "rvs_check_rows": rvs_check_rows,
         }

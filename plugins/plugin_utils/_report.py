@@ -29,6 +29,8 @@ from datetime import datetime, timezone
 from typing import Any, Dict, Mapping, Optional, Sequence
 
 from ansible_collections.cvs.cluster.plugins.plugin_utils import _fleet
+from ansible_collections.cvs.cluster.plugins.plugin_utils._check_record import CheckRecordError, validate
+from ansible_collections.cvs.cluster.plugins.plugin_utils._paths import atomic_write, path_component
 from ansible_collections.cvs.cluster.plugins.plugin_utils._report_format import parse_time
 from ansible_collections.cvs.cluster.plugins.plugin_utils._report_render import to_html, to_junit
 
@@ -72,100 +74,56 @@ def duration(started: Any, finished: Any) -> Optional[float]:
     return max(0.0, (b - a).total_seconds())
 
 
-def _line_text(item: Any) -> str:
-    if isinstance(item, str):
-        return item
-    if isinstance(item, Mapping):
-        for key in ("line", "text", "message"):
-            if isinstance(item.get(key), str):
-                prefix = f"[{item['path']}] " if isinstance(item.get("path"), str) and key == "line" else ""
-                return prefix + item[key]
-    return json.dumps(item, sort_keys=True, default=str)
-
-
-def _rvs_details(raw: Mapping[str, Any]) -> tuple[list[dict[str, Any]], list[str]]:
-    """RVS per-test results as metrics rows, and the failing lines."""
-    metrics: list[dict[str, Any]] = []
-    lines: list[str] = []
-    for t in raw.get("tests") or []:
-        if not isinstance(t, Mapping):
-            continue
-        status = str(t.get("status") or "ERROR")
-        metrics.append(
-            {
-                "metric": f"test {t.get('name', '?')}",
-                "value": t.get("duration"),
-                "status": "PASS" if status == "PASS" else "FAIL",
-                "kind": "test",
-                "threshold": None,
-                "message": str(t.get("reason") or status),
-            }
-        )
-        for f in t.get("failures") or []:
-            text = _line_text(f)
-            gpu = f.get("gpu") if isinstance(f, Mapping) else None
-            lines.append(f"{t.get('name', '?')}: " + (f"GPU {gpu}: " if gpu is not None else "") + text.strip())
-    return metrics, lines
+def _error_record(check: str, node: str, reason: str, source: Optional[str]) -> dict[str, Any]:
+    return {
+        "check": check,
+        "node": node,
+        "status": "ERROR",
+        "reason": reason,
+        "metrics": [],
+        "lines": [],
+        "lines_truncated": 0,
+        "started": None,
+        "finished": None,
+        "duration": None,
+        "backend": None,
+        "source": source,
+    }
 
 
 def normalise_check(check: str, node: str, raw: Any, source: Optional[str] = None) -> dict[str, Any]:
-    """One node's record of one check, in the common shape of results.json."""
+    """One node's check record (see _check_record.py) in the shape of results.json; a file that is not one is an
+    ERROR naming the file and the field at fault."""
     if not isinstance(raw, Mapping):
-        return {
-            "check": check,
-            "node": node,
-            "status": "ERROR",
-            "reason": f"unreadable result file {source or ''}: {raw}".strip(),
-            "metrics": [],
-            "lines": [],
-            "started": None,
-            "finished": None,
-            "duration": None,
-            "backend": None,
-            "source": source,
-        }
-    status = str(raw.get("status") or "ERROR").upper()
-    if status not in STATUSES:
-        status = "ERROR"
-    metrics: list[dict[str, Any]] = []
-    lines: list[str] = []
-    if check == "rvs" or "tests" in raw:
-        metrics, lines = _rvs_details(raw)
-    raw_metrics = raw.get("metrics")
-    for m in raw_metrics if isinstance(raw_metrics, list) else []:
-        if isinstance(m, Mapping):
-            metrics.append(
-                {
-                    "metric": str(m.get("metric", "?")),
-                    "value": m.get("value"),
-                    "status": str(m.get("status") or "RECORD").upper(),
-                    "kind": m.get("kind"),
-                    "threshold": m.get("threshold"),
-                    "message": str(m.get("message") or ""),
-                }
-            )
-    lines += [_line_text(x) for x in raw.get("lines") or []]
-    err = raw.get("error")
-    if isinstance(err, Mapping) and isinstance(err.get("line"), str) and err["line"] not in lines:
+        return _error_record(check, node, f"unreadable result file {source or ''}: {raw}".strip(), source)
+    try:
+        record = validate(raw, check=check, node=node)
+    except CheckRecordError as exc:
+        where = source or f"checks/{node}/{check}.json"
+        return _error_record(check, node, f"invalid check record {where}: {exc}", source)
+    lines = list(record.get("lines") or [])
+    err = record.get("error")
+    if isinstance(err, Mapping) and err.get("line") and err["line"] not in lines:
         lines.insert(0, err["line"])
-    started, finished = raw.get("started"), raw.get("finished")
+    started, finished = record.get("started"), record.get("finished")
     rec: dict[str, Any] = {
         "check": check,
         "node": node,
-        "status": status,
-        "reason": str(raw.get("reason") or ""),
-        "metrics": metrics,
+        "status": record["status"],
+        "reason": record["reason"],
+        "metrics": record["metrics"],
         "lines": lines[:MAX_LINES],
         "lines_truncated": max(0, len(lines) - MAX_LINES),
         "started": started,
         "finished": finished,
         "duration": duration(started, finished),
-        "backend": raw.get("backend"),
+        "backend": record.get("backend"),
         "source": source,
+        "facts": dict(record.get("facts") or {}),
     }
-    for key in ("rvs_version", "config_folder", "mode", "level", "log", "failed_node"):
-        if raw.get(key) is not None:
-            rec[key] = raw[key]
+    for key in ("log", "failed_node"):
+        if record.get(key) is not None:
+            rec[key] = record[key]
     return rec
 
 
@@ -261,7 +219,10 @@ def absent_check(check: str, node: str, info: Mapping[str, Any]) -> dict[str, An
 
 
 def read_checks(run_dir: str) -> dict[str, dict[str, Any]]:
-    """{node: {check: raw record or error text}} from ``run_dir/checks/<node>/<check>.json``."""
+    """{node: {check: raw record or error text}} from ``run_dir/checks/<node>/<check>.json``.
+
+    The directory is the node's name as one path component (see _paths.path_component); a record whose ``node``
+    gives that directory names the node."""
     out: dict[str, dict[str, Any]] = {}
     base = os.path.join(run_dir, "checks")
     if not os.path.isdir(base):
@@ -279,7 +240,9 @@ def read_checks(run_dir: str) -> dict[str, dict[str, Any]]:
                     data: Any = json.load(fh)
             except (OSError, ValueError) as exc:
                 data = str(exc)
-            out.setdefault(node, {})[name[: -len(".json")]] = data
+            named = data.get("node") if isinstance(data, dict) else None
+            key = named if isinstance(named, str) and path_component(named) == node else node
+            out.setdefault(key, {})[name[: -len(".json")]] = data
     return out
 
 
@@ -406,15 +369,13 @@ def aggregate(
         per: dict[str, Any] = {}
         for check in checks:
             raw = (found.get(node) or {}).get(check)
-            src = os.path.join(run_dir, "checks", node, f"{check}.json") if run_dir else None
+            src = os.path.join(run_dir, "checks", path_component(node), f"{check}.json") if run_dir else None
             per[check] = absent_check(check, node, info) if raw is None else normalise_check(check, node, raw, src)
             rec = per[check]
-            if rec.get("rvs_version") and "rvs_version" not in facts:
-                facts["rvs_version"] = rec["rvs_version"]
-            if rec.get("config_folder") and "gpu_model" not in facts:
-                facts["gpu_model"] = rec["config_folder"]
-            if rec.get("backend") and "backend" not in facts:
-                facts["backend"] = rec["backend"]
+            learned = {**(rec.get("facts") or {}), "backend": rec.get("backend")}
+            for key, value in learned.items():
+                if value is not None and key not in facts:
+                    facts[key] = value
         rows[node] = {"node": node, "host": info.get("host", node), "facts": facts, "checks": per}
     counts = dict.fromkeys(STATUSES, 0)
     failing: list[dict[str, Any]] = []
@@ -454,20 +415,6 @@ def aggregate(
 
 
 # --------------------------------------------------------------------------- writing
-
-
-def _atomic_write(path: str, text: str) -> None:
-    d = os.path.dirname(path)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=d)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 PROBE_BYTES = 4096
@@ -543,7 +490,7 @@ def write_report(
     for name, text in files.items():
         path = os.path.join(run_dir, name)
         try:
-            _atomic_write(path, text)
+            atomic_write(path, text)
         except OSError as exc:
             if exc.errno == errno.ENOSPC:
                 msg = (

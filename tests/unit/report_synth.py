@@ -13,6 +13,9 @@ import random
 from pathlib import Path
 from typing import Any, Mapping, Optional
 
+from ansible_collections.cvs.cluster.plugins.plugin_utils._check_record import SCHEMA
+from ansible_collections.cvs.cluster.plugins.plugin_utils._rvs_record import check_rows
+
 GPU_IDS = [36479 + 1000 * i for i in range(8)]
 
 
@@ -39,6 +42,7 @@ def maxtext_log(node: str, slow: float = 1.0, steps: int = 20, nan_at: Optional[
 def _maxtext(node: str, slow: float, status: str = "PASS", log: Optional[str] = None) -> dict[str, Any]:
     tflops = 150.0 / slow
     return {
+        "schema": SCHEMA,
         "check": "maxtext",
         "node": node,
         "status": status,
@@ -73,9 +77,11 @@ def _rvs(node: str, fail_gpu: Optional[int] = None) -> dict[str, Any]:
                 "Target GFLOPS: 1063560 met: FALSE",
             }
         ]
-    return {
+    record = {
+        "schema": SCHEMA,
         "check": "rvs",
         "node": node,
+        "facts": {"rvs_version": "1.3.0", "gpu_model": "MI300X"},
         "status": "FAIL" if failures else "PASS",
         "reason": (f"{node}: rvs test gst_single FAIL (1 failure) - GPU {failures[0]['gpu']}: " + "x" * 400)
         if failures
@@ -93,6 +99,7 @@ def _rvs(node: str, fail_gpu: Optional[int] = None) -> dict[str, Any]:
         "finished": "2026-01-01T10:00:30Z",
         "backend": "baremetal",
     }  # fmt: skip
+    return {**record, **check_rows(record["tests"])}  # as the rvs role writes it
 
 
 def synth_found(

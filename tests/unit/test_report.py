@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 import xmlschema
 
+from ansible_collections.cvs.cluster.plugins.plugin_utils._check_record import SCHEMA
 from ansible_collections.cvs.cluster.plugins.plugin_utils._report import (
     ReportError,
     absent_check,
@@ -29,18 +30,21 @@ from ansible_collections.cvs.cluster.plugins.plugin_utils._report import (
     verdict_line,
     write_report,
 )
+from ansible_collections.cvs.cluster.plugins.plugin_utils._rvs_record import check_rows
 
 REPO = Path(__file__).resolve().parents[2]
 XSD = REPO / "tests" / "integration" / "fixtures" / "report" / "junit.xsd"
 EVIL = "<script>alert('x')</script> & \"q\" \x01"
 
 RVS_FAIL: dict[str, Any] = {
+    "schema": SCHEMA,
     "check": "rvs",
     "node": "node2",
     "status": "FAIL",
     "reason": "node2: rvs test gst_single FAIL",
     "rvs_version": "1.3.0",
     "config_folder": "MI300X",
+    "facts": {"rvs_version": "1.3.0", "gpu_model": "MI300X"},
     "tests": [
         {
             "name": "gst_single",
@@ -55,10 +59,12 @@ RVS_FAIL: dict[str, Any] = {
     "finished": "2026-01-01T10:00:30Z",
     "backend": "baremetal",
 }
+RVS_FAIL.update(check_rows(RVS_FAIL["tests"]))  # as the rvs role writes it
 
 
 def _ok(check: str, node: str, **extra: Any) -> dict[str, Any]:
     return {
+        "schema": SCHEMA,
         "check": check,
         "node": node,
         "status": "PASS",
@@ -226,7 +232,7 @@ def test_action_plugin(tmp_path: Path) -> None:
         return action.run(task_vars=task_vars)
 
     (tmp_path / "r1" / "checks" / "n2").mkdir(parents=True)
-    (tmp_path / "r1" / "checks" / "n2" / "rvs.json").write_text(json.dumps(RVS_FAIL))
+    (tmp_path / "r1" / "checks" / "n2" / "rvs.json").write_text(json.dumps({**RVS_FAIL, "node": "n2"}))
     hostvars = {
         "h1": {"cvs_node": "n1", "cvs_node_index": 0, "ansible_kernel": "6.1", "cvs_gpu_nodes": {"matched": 8}},
         "h2": {"cvs_node": "n2", "cvs_node_index": 1},
@@ -340,7 +346,7 @@ def test_full_disk_keeps_the_record_and_names_the_path(tmp_path: Path) -> None:
     from unittest.mock import patch
 
     enospc = OSError(errno.ENOSPC, "No space left on device")
-    target = "ansible_collections.cvs.cluster.plugins.plugin_utils._report._atomic_write"
+    target = "ansible_collections.cvs.cluster.plugins.plugin_utils._report.atomic_write"
     with patch(target, side_effect=enospc), pytest.raises(ReportError) as info:
         write_report(str(tmp_path), "r", ["rvs"], NODES)
     assert str(info.value).startswith(f"no space left on device: cannot write {tmp_path}/r/results.json")

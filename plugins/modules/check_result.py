@@ -1,0 +1,87 @@
+#!/usr/bin/python
+# Copyright: cvs.cluster contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: check_result
+short_description: Record what one check found on one node, for the run report
+version_added: 0.2.0
+description:
+  - Checks O(record) against the check record schema C(cvs.cluster/check/v1) and writes it atomically on the
+    controller as C(<results_dir>/<run_id>/checks/<node>/<check>.json), where M(cvs.cluster.report) reads it. The
+    roles C(cvs.cluster.rvs) and C(cvs.cluster.maxtext) use it; so does any suite written as docs/extending.md says.
+  - The schema (docs/results.md) - C(status) (C(PASS), C(FAIL) or C(ERROR)) and C(reason) are required;
+    C(metrics) (rows C({metric, value, unit, threshold, status, kind, message}) with C(status) one of C(PASS),
+    C(FAIL), C(RECORD), as M(cvs.cluster.check_thresholds) returns them), C(lines) (offending log lines),
+    C(error) (the error pattern that matched, C({name, pattern, line})), C(started) and C(finished) (UTC
+    C(%Y-%m-%dT%H:%M:%SZ)), C(backend), C(failed_node), C(log) and C(facts) (node facts the check learned, such as
+    C(rvs_version) or C(gpu_model)) are optional and typed. Any other key is the check's own; it is kept in the
+    file and not read by the report.
+  - A record that does not match fails the task naming the field (C(metrics[2].status - 'GOOD' is not one of
+    PASS, FAIL, RECORD)) and writes nothing.
+  - This is an action plugin; it runs on the controller whatever host the task is for.
+author:
+  - cvs.cluster developers (@cvs-cluster)
+options:
+  results_dir:
+    description: Controller directory holding one sub-directory per run (usually C(cvs_results_dir)).
+    type: path
+    required: true
+  run_id:
+    description: The run (C(cvs_run_id)).
+    type: str
+    required: true
+  check:
+    description: The check's name (letters, digits, C(_), C(.), C(-)); the file's name and the report's column.
+    type: str
+    required: true
+  node:
+    description: The node the record is about. Default - C(cvs_node), else C(inventory_hostname).
+    type: str
+  record:
+    description: What the check found; C(schema), C(check) and C(node) are set from the options.
+    type: dict
+    required: true
+attributes:
+  action:
+    support: full
+    description: Runs as an action plugin on the controller.
+  check_mode:
+    support: full
+    description: Checks the record and returns RV(path) and RV(changed); writes nothing.
+  diff_mode:
+    support: none
+    description: Nothing to compare.
+seealso:
+  - module: cvs.cluster.report
+"""
+
+EXAMPLES = r"""
+- name: Record this node's result
+  cvs.cluster.check_result:
+    results_dir: "{{ cvs_results_dir }}"
+    run_id: "{{ cvs_run_id }}"
+    check: inference
+    record:
+      status: "{{ 'FAIL' if failure else 'PASS' }}"
+      reason: "{{ failure or 'benchmark completed' }}"
+      metrics: "{{ benchmark | cvs.cluster.check_thresholds(inference_thresholds) }}"
+      lines: "{{ [poll.error.line] if poll.error else [] }}"
+      started: "{{ started }}"
+      finished: "{{ now(utc=true, fmt='%Y-%m-%dT%H:%M:%SZ') }}"
+      benchmark: "{{ benchmark }}"
+"""
+
+RETURN = r"""
+path:
+  description: The record's file on the controller.
+  returned: when the record is valid
+  type: str
+  sample: /var/tmp/cvs-results/20261205-101500-ab12cd/checks/node1/inference.json
+status:
+  description: The record's C(status).
+  returned: when the record is valid
+  type: str
+  sample: PASS
+"""

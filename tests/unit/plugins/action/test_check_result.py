@@ -1,0 +1,77 @@
+"""The cvs.cluster.check_result action plugin driven in-process (no Ansible run): it writes, refuses, checks."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from ansible.playbook.play_context import PlayContext
+
+from ansible_collections.cvs.cluster.plugins.action import check_result as action_mod
+from ansible_collections.cvs.cluster.plugins.plugin_utils._check_record import SCHEMA
+
+
+class FakeTask:
+    def __init__(self, args: dict, check_mode: bool = False) -> None:
+        self.args = args
+        self.check_mode = check_mode
+        self.async_val = 0
+        self.action = "cvs.cluster.check_result"
+        self._uuid = "task"
+
+
+class FakeConnection:
+    class _shell:
+        tmpdir = "/nonexistent"
+
+    become = None
+
+
+def run(args: dict, check_mode: bool = False, **task_vars: Any) -> dict:
+    action = action_mod.ActionModule(FakeTask(args, check_mode), FakeConnection(), PlayContext(), None, None)
+    action._load_name = "cvs.cluster.check_result"
+    return action.run(task_vars={"inventory_hostname": "host-a", **task_vars})
+
+
+def args(tmp_path: Path, **record: Any) -> dict:
+    return {"results_dir": str(tmp_path), "run_id": "r1", "check": "inference",
+            "record": {"status": "PASS", "reason": "ok", **record}}  # fmt: skip
+
+
+def test_writes_the_record_under_the_node_and_says_so_once(tmp_path: Path) -> None:
+    result = run(args(tmp_path, benchmark={"rps": 3}), cvs_node="node1")
+    path = tmp_path / "r1" / "checks" / "node1" / "inference.json"
+    assert result["path"] == str(path) and result["changed"] and not result.get("failed")
+    data = json.loads(path.read_text())
+    assert data["schema"] == SCHEMA and data["node"] == "node1" and data["check"] == "inference"
+    assert data["benchmark"] == {"rps": 3}
+    assert run(args(tmp_path, benchmark={"rps": 3}), cvs_node="node1")["changed"] is False
+    assert [p.name for p in path.parent.iterdir()] == ["inference.json"]  # no temporary file left
+
+
+def test_an_invalid_record_fails_naming_the_field_and_writes_nothing(tmp_path: Path) -> None:
+    result = run(args(tmp_path, metrics=[{"metric": "rps", "value": "fast"}]))
+    assert result["failed"]
+    assert result["msg"] == (
+        "check_result: the 'inference' record of host-a is invalid: metrics[0].value: must be a number, a boolean "
+        "or null, got 'fast'"
+    )
+    assert not (tmp_path / "r1").exists()
+
+
+def test_check_mode_writes_nothing(tmp_path: Path) -> None:
+    result = run(args(tmp_path), check_mode=True, cvs_node="node1")
+    assert result["changed"] and result["status"] == "PASS" and not (tmp_path / "r1").exists()
+
+
+def test_a_node_name_with_a_slash_stays_one_directory(tmp_path: Path) -> None:
+    result = run(dict(args(tmp_path), node="rack1/node1"))
+    assert Path(result["path"]).parent == tmp_path / "r1" / "checks" / "rack1%2Fnode1"
+
+
+def test_an_unwritable_results_dir_names_the_path(tmp_path: Path) -> None:
+    blocker = tmp_path / "r1"
+    blocker.write_text("a file where the run directory should be")
+    result = run(args(tmp_path), cvs_node="node1")
+    assert result["failed"] and f"could not write into '{blocker}/checks/node1/inference.json'" in result["msg"]
