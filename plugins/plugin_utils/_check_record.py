@@ -12,7 +12,8 @@ Written by ``cvs.cluster.check_result`` (rvs, maxtext and every suite of docs/ex
 ``status``     ``PASS``, ``FAIL`` or ``ERROR``
 ``reason``     one line saying why
 ``metrics``    rows ``{metric, value, unit, threshold, status, kind, message}``; ``status`` one of
-               ``PASS``, ``FAIL``, ``RECORD``; ``value`` a number, a boolean or null
+               ``PASS``, ``FAIL``, ``RECORD``; ``value`` a number, a boolean, a list of numbers (the steps
+               where the loss was NaN) or null
 ``lines``      the offending log lines, most telling first
 ``error``      the error pattern that matched: ``{name, pattern, line, ...}`` or null
 ``started``    ``finished``: UTC ``%Y-%m-%dT%H:%M:%SZ`` or null
@@ -68,9 +69,14 @@ def _metric(row: Any, where: str) -> dict[str, Any]:
     if not isinstance(row.get("metric"), str) or not row["metric"]:
         raise CheckRecordError(f"{where}.metric", "must be a non-empty string")
     value = row.get("value")
-    if value is not None and not isinstance(value, (int, float)):
-        raise CheckRecordError(f"{where}.value", f"must be a number, a boolean or null, got {value!r}"[:300])
-    if isinstance(value, float) and not math.isfinite(value):
+    if isinstance(value, list):
+        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value):
+            raise CheckRecordError(f"{where}.value", f"a list value must hold numbers only, got {value!r}"[:300])
+    elif value is not None and not isinstance(value, (int, float)):
+        raise CheckRecordError(
+            f"{where}.value", f"must be a number, a boolean, a list of numbers or null, got {value!r}"[:300]
+        )
+    elif isinstance(value, float) and not math.isfinite(value):
         value = None  # JSON has no spelling for it; the message says what it was
     status = str(row.get("status") or "RECORD").upper()
     if status not in METRIC_STATUSES:

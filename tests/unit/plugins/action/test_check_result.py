@@ -54,8 +54,8 @@ def test_an_invalid_record_fails_naming_the_field_and_writes_nothing(tmp_path: P
     result = run(args(tmp_path, metrics=[{"metric": "rps", "value": "fast"}]))
     assert result["failed"]
     assert result["msg"] == (
-        "check_result: the 'inference' record of host-a is invalid: metrics[0].value: must be a number, a boolean "
-        "or null, got 'fast'"
+        "check_result: the 'inference' record of host-a is invalid: metrics[0].value: must be a number, a boolean, "
+        "a list of numbers or null, got 'fast'"
     )
     assert not (tmp_path / "r1").exists()
 

@@ -18,6 +18,7 @@ def record(**extra: Any) -> dict[str, Any]:
 
 def test_a_minimal_record_is_valid_and_metric_rows_get_their_optional_keys() -> None:
     out = validate(record(metrics=[{"metric": "tflops", "value": 12.5, "status": "pass"}], own={"kept": True}))
+    assert validate(record(metrics=[{"metric": "nan_steps", "value": [3, 7]}]))["metrics"][0]["value"] == [3, 7]
     assert out["metrics"] == [
         {"metric": "tflops", "value": 12.5, "unit": None, "threshold": None, "status": "PASS", "kind": None,
          "message": ""}
@@ -34,6 +35,7 @@ def test_a_minimal_record_is_valid_and_metric_rows_get_their_optional_keys() -> 
         ({"check": "a/b"}, "check", "is not a check name"),
         ({"metrics": {"a": 1}}, "metrics", "must be a list of rows"),
         ({"metrics": [{"metric": "x", "value": "fast"}]}, "metrics[0].value", "must be a number"),
+        ({"metrics": [{"metric": "x", "value": [1, "two"]}]}, "metrics[0].value", "must hold numbers only"),
         ({"metrics": [{"metric": "x"}, {"metric": "y", "status": "GOOD"}]}, "metrics[1].status",
          "'GOOD' is not one of PASS, FAIL, RECORD"),
         ({"metrics": [{"value": 1}]}, "metrics[0].metric", "must be a non-empty string"),
