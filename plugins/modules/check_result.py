@@ -49,7 +49,7 @@ attributes:
     description: Runs as an action plugin on the controller.
   check_mode:
     support: full
-    description: Checks the record and returns RV(path) and RV(changed); writes nothing.
+    description: Checks the record and returns RV(path) and whether it would change; writes nothing.
   diff_mode:
     support: none
     description: Nothing to compare.
