@@ -11,9 +11,9 @@ export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 ## setup: virtualenv with Python deps and the collections (idempotent)
 setup: $(VENV)/.installed .cache/collections/.installed
 
-$(VENV)/.installed: requirements.txt
+$(VENV)/.installed: requirements.txt constraints.txt
 	@test -x $(PY) || python3 -m venv $(VENV)
-	$(VENV)/bin/pip install -q --disable-pip-version-check -r requirements.txt
+	$(VENV)/bin/pip install -q --disable-pip-version-check -r requirements.txt -c constraints.txt
 	@touch $@
 
 .cache/collections/.installed: requirements.yml scripts/install_collections.py $(VENV)/.installed
