@@ -6,7 +6,7 @@ NODES ?= 3
 INVENTORY ?= tests/cluster/generated/inventory-container.yml
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 
-.PHONY: setup system-deps cluster-up cluster-down demo test unit lint sanity integration bench clean
+.PHONY: setup system-deps cluster-up cluster-down demo test unit units lint sanity integration bench clean
 
 ## setup: virtualenv with Python deps and the collections (idempotent)
 setup: $(VENV)/.installed .cache/collections/.installed
@@ -40,6 +40,10 @@ test: system-deps setup
 
 unit: setup
 	$(PY) -m pytest tests/unit -q -p no:cacheprovider
+
+## units: the same unit tests under ansible-test units (collection loader, pytest-xdist)
+units: setup
+	bash scripts/units.sh
 
 lint: setup
 	bash scripts/lint.sh

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# make test: unit -> lint -> sanity -> integration (fresh simulated cluster), teardown always.
+# make test: unit (pytest, then ansible-test units) -> lint -> sanity -> integration (fresh simulated cluster), teardown always.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=.venv/bin/python
@@ -29,6 +29,7 @@ trap teardown EXIT
 trap 'exit 130' INT TERM
 
 phase unit "$PY" -m pytest tests/unit -q -p no:cacheprovider
+phase units bash scripts/units.sh
 phase lint bash scripts/lint.sh
 phase sanity bash scripts/sanity.sh
 phase cluster-up env NODES="${NODES:-3}" bash tests/cluster/up.sh

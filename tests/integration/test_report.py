@@ -17,7 +17,6 @@ import re
 import shutil
 import signal
 import subprocess
-import sys
 import time
 import uuid
 import xml.etree.ElementTree as ET
@@ -28,8 +27,7 @@ import pytest
 import xmlschema
 import yaml
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))
-from report_browser import measure, screenshot
+from ansible_collections.cvs.cluster.tests.unit.report_browser import measure, screenshot
 
 REPO = Path(__file__).resolve().parents[2]
 PYTHON = REPO / ".venv" / "bin" / "python"

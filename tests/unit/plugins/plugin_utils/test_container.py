@@ -32,7 +32,7 @@ from ansible_collections.cvs.cluster.plugins.plugin_utils._container_lifetime im
 )
 
 BASE = {"image": "rocm/jax:latest", "name": "cvs-node"}
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[4]
 
 
 def error(cfg, **kwargs) -> ContainerConfigError:

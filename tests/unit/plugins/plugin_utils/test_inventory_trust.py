@@ -17,7 +17,7 @@ from ansible_collections.cvs.cluster.plugins.plugin_utils._inventory_trust impor
     trusted_data,
 )
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[4]
 BIN = Path(sys.executable).parent
 
 

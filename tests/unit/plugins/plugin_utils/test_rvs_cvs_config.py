@@ -15,7 +15,7 @@ from ansible_collections.cvs.cluster.plugins.plugin_utils._rvs_cvs_config import
     rvs_settings,
 )
 
-FIXTURE = Path(__file__).resolve().parents[1] / "integration" / "fixtures" / "rvs" / "cvs_health_config.json"
+FIXTURE = Path(__file__).resolve().parents[3] / "integration" / "fixtures" / "rvs" / "cvs_health_config.json"
 
 
 def test_fixture_block_maps_every_honoured_key() -> None:

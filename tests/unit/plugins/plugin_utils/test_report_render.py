@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 import xmlschema
-from report_synth import synth_found
 
 from ansible_collections.cvs.cluster.plugins.plugin_utils import _fleet, _report
 from ansible_collections.cvs.cluster.plugins.plugin_utils import _report_format as fmt
@@ -22,8 +21,9 @@ from ansible_collections.cvs.cluster.plugins.plugin_utils._report_render import 
     tone,
     wall_time,
 )
+from ansible_collections.cvs.cluster.tests.unit.report_synth import synth_found
 
-XSD = Path(__file__).resolve().parent / "fixtures" / "junit-10.xsd"
+XSD = Path(__file__).resolve().parents[2] / "fixtures" / "junit-10.xsd"
 CHECKS = ["rvs", "maxtext"]
 RAW_NUMBERS = re.compile(r"\d\.\d{6,}|\d:\d\d:\d\d\.\d+|\bTrue\b|\bFalse\b|\[\]")
 

@@ -32,7 +32,7 @@ from ansible_collections.cvs.cluster.plugins.plugin_utils._report import (
 )
 from ansible_collections.cvs.cluster.plugins.plugin_utils._rvs_record import check_rows
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[4]
 XSD = REPO / "tests" / "integration" / "fixtures" / "report" / "junit.xsd"
 EVIL = "<script>alert('x')</script> & \"q\" \x01"
 

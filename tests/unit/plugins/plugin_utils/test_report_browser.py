@@ -11,12 +11,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from report_browser import measure, screenshot
-from report_synth import synth_found, write_run
 
 from ansible_collections.cvs.cluster.plugins.plugin_utils._report import write_report
+from ansible_collections.cvs.cluster.tests.unit.report_browser import measure, screenshot
+from ansible_collections.cvs.cluster.tests.unit.report_synth import synth_found, write_run
 
-OUTPUT = Path(__file__).resolve().parents[1] / "output" / "report"
+OUTPUT = Path(__file__).resolve().parents[3] / "output" / "report"
 SIZES = [(1400, 900), (390, 844)]
 
 

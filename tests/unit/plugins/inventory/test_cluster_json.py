@@ -26,8 +26,8 @@ from ansible_collections.cvs.cluster.plugins.plugin_utils._cluster_json import (
 )
 from ansible_collections.cvs.cluster.plugins.plugin_utils._container import normalize_container
 
-ROOT = Path(__file__).resolve().parents[2]
-FIXTURES = Path(__file__).resolve().parent / "fixtures" / "cluster_json"
+ROOT = Path(__file__).resolve().parents[4]
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "cluster_json"
 EXAMPLES = ROOT / "inventories" / "examples"
 ANSIBLE_INVENTORY = ROOT / ".venv" / "bin" / "ansible-inventory"
 
@@ -662,7 +662,8 @@ def test_ansible_inventory_keeps_nested_node_attributes(tmp_path: Path) -> None:
 
 
 def test_ansible_inventory_shows_the_deprecation() -> None:
-    listing, stderr = run_inventory(FIXTURES / "legacy_launch.json")
+    # ansible-test units turns deprecation warnings off in its environment; a user's default shows them
+    listing, stderr = run_inventory(FIXTURES / "legacy_launch.json", env={"ANSIBLE_DEPRECATION_WARNINGS": "true"})
     assert listing["_meta"]["hostvars"]["192.0.2.51"]["cvs_container"]["lifetime"] == "per_run"
     assert "DEPRECATION WARNING" in stderr
     assert "container.launch" in stderr

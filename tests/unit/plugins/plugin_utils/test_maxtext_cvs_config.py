@@ -18,7 +18,7 @@ from ansible_collections.cvs.cluster.plugins.plugin_utils._maxtext_cvs_config im
     map_config,
 )
 
-FIXTURE = Path(__file__).resolve().parents[1] / "integration" / "fixtures" / "maxtext" / "cvs_train_params_config.json"
+FIXTURE = Path(__file__).resolve().parents[3] / "integration" / "fixtures" / "maxtext" / "cvs_train_params_config.json"
 
 # the `training` layout: schema_version 1, sweeps as a list with enabled_sweep_list
 TRAINING: dict[str, Any] = {

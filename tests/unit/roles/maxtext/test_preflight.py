@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-_PATH = Path(__file__).resolve().parents[2] / "roles" / "maxtext" / "files" / "preflight.py"
+_PATH = Path(__file__).resolve().parents[4] / "roles" / "maxtext" / "files" / "preflight.py"
 _SPEC = importlib.util.spec_from_file_location("cvs_maxtext_preflight", _PATH)
 assert _SPEC and _SPEC.loader
 preflight = importlib.util.module_from_spec(_SPEC)

@@ -8,10 +8,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from report_synth import synth_found, write_run
 
 from ansible_collections.cvs.cluster.plugins.plugin_utils import _fleet
 from ansible_collections.cvs.cluster.plugins.plugin_utils._report import aggregate, stats, write_report
+from ansible_collections.cvs.cluster.tests.unit.report_synth import synth_found, write_run
 
 CHECKS = ["rvs", "maxtext"]
 

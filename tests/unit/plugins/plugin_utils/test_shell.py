@@ -23,7 +23,7 @@ from ansible_collections.cvs.cluster.plugins.plugin_utils._shell import (
     valid_env_names,
 )
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[4]
 ANSIBLE_PLAYBOOK = ROOT / ".venv" / "bin" / "ansible-playbook"
 FQDN_253 = ".".join(["a" * 63, "b" * 63, "c" * 63, "d" * 61])
 
