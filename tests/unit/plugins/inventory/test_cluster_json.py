@@ -28,7 +28,7 @@ from ansible_collections.cvs.cluster.plugins.plugin_utils._container import norm
 
 ROOT = Path(__file__).resolve().parents[4]
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "cluster_json"
-EXAMPLES = ROOT / "inventories" / "examples"
+EXAMPLE_INVENTORIES = ROOT / "inventories" / "examples"
 ANSIBLE_INVENTORY = ROOT / ".venv" / "bin" / "ansible-inventory"
 
 
@@ -701,7 +701,7 @@ def test_ansible_inventory_leaves_other_json_to_other_plugins() -> None:
     assert group_hosts(listing, "web") == ["192.0.2.91"]
 
 
-EXAMPLE_FILES = sorted(path for path in EXAMPLES.iterdir() if path.suffix in (".yml", ".yaml", ".json"))
+EXAMPLE_FILES = sorted(path for path in EXAMPLE_INVENTORIES.iterdir() if path.suffix in (".yml", ".yaml", ".json"))
 
 
 def test_examples_exist() -> None:
