@@ -46,7 +46,6 @@ ARGUMENT_SPEC: dict[str, Any] = {
             "name": {"type": "str", "required": True},
         },
     },
-    "grace": {"type": "int", "default": 10},
     "ready_timeout": {"type": "int", "default": 60},
 }
 

@@ -46,10 +46,11 @@ GUARD_ARMED = "cvs-guard armed"
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9._-]{1,100}$")
 
 
-# The arguments every run module starts from (run_lease, run_processes).
+# The arguments every run module starts from (run_lease, run_processes, run_guard).
 RUN_ARGUMENT_SPEC: dict[str, dict[str, Any]] = {
     "node": {"type": "str", "required": True},
     "run_id": {"type": "str", "required": True},
+    "grace": {"type": "int", "default": 10},
 }
 
 

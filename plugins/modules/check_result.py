@@ -21,13 +21,11 @@ description:
   - A record that does not match fails the task naming the field (C(metrics[2].status - 'GOOD' is not one of
     PASS, FAIL, RECORD)) and writes nothing.
   - This is an action plugin; it runs on the controller whatever host the task is for.
+extends_documentation_fragment:
+  - cvs.cluster.run.results
 author:
   - cvs.cluster developers (@cvs-cluster)
 options:
-  results_dir:
-    description: Controller directory holding one sub-directory per run (usually C(cvs_results_dir)).
-    type: path
-    required: true
   run_id:
     description: The run (C(cvs_run_id)).
     type: str

@@ -24,13 +24,11 @@ description:
     C(ignore_errors) and fail it at the end.
   - This is an action plugin; it runs on the controller only and never fails the hosts of the checks. Publish
     RV(summary) with M(ansible.builtin.set_stats) to show it in AWX and ansible-runner artifacts.
+extends_documentation_fragment:
+  - cvs.cluster.run.results
 author:
   - cvs.cluster developers (@cvs-cluster)
 options:
-  results_dir:
-    description: Controller directory holding one sub-directory per run (usually C(cvs_results_dir)).
-    type: path
-    required: true
   run_id:
     description: The run (C(cvs_run_id) set by C(cvs.cluster.prepare)). Required unless O(probe=true).
     type: str

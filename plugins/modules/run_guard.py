@@ -23,17 +23,11 @@ description:
   - Needs the ssh connection without a password, and a become method that asks for no password when the task
     uses become. Otherwise the task warns, naming the node and why, returns RV(armed=false), and a cancelled run's
     processes stay until the next run takes the node or C(-e cvs_finish_run=<run id>).
+extends_documentation_fragment:
+  - cvs.cluster.run
 author:
   - cvs.cluster developers (@cvs-cluster)
 options:
-  node:
-    description: The node (C(cvs_node)) whose run is guarded; the marks of the run's processes name it.
-    type: str
-    required: true
-  run_id:
-    description: The run (C(cvs_run_id)).
-    type: str
-    required: true
   dir:
     description: Directory of the lease files on the node (C(cvs_lease_dir)).
     type: path
@@ -52,10 +46,6 @@ options:
         description: The container's name.
         type: str
         required: true
-  grace:
-    description: Seconds between SIGTERM and SIGKILL when the guard stops the run's processes.
-    type: int
-    default: 10
   ready_timeout:
     description: Seconds to wait for the guard to report that it listens.
     type: int

@@ -17,17 +17,11 @@ description:
   - O(state=released) removes the lease only when O(run_id) holds it; a lease of another run is left as it is.
   - The roles of this collection take the lease in C(cvs.cluster.prepare), extend it before each long step (RVS,
     MaxText) to cover that step's timeout, and release it in C(cvs.cluster.dispose).
+extends_documentation_fragment:
+  - cvs.cluster.run
 author:
   - cvs.cluster developers (@cvs-cluster)
 options:
-  node:
-    description: The node (C(cvs_node)); names the lease file and the processes of the run on this node.
-    type: str
-    required: true
-  run_id:
-    description: The run taking or releasing the node (C(cvs_run_id)).
-    type: str
-    required: true
   state:
     description: C(acquired) takes or renews the lease, C(released) gives it back.
     type: str
@@ -63,10 +57,6 @@ options:
     description: Stop the processes of a run whose lease expired before taking the node.
     type: bool
     default: true
-  grace:
-    description: Seconds between SIGTERM and SIGKILL when stopping a stale run's processes.
-    type: int
-    default: 10
 attributes:
   check_mode:
     support: full
@@ -150,7 +140,6 @@ def main() -> None:
             "controller": {"type": "dict"},
             "stale_run": {"type": "str", "default": ""},
             "stop_stale": {"type": "bool", "default": True},
-            "grace": {"type": "int", "default": 10},
         },
         supports_check_mode=True,
     )

@@ -18,26 +18,16 @@ description:
     host) are never touched.
   - C(cvs.cluster.dispose) calls it on every node, so a failed, interrupted (Ctrl-C, SIGTERM, ansible-runner or
     AWX cancel followed by C(cvs_finish_run)) or finished run leaves nothing running.
+extends_documentation_fragment:
+  - cvs.cluster.run
 author:
   - cvs.cluster developers (@cvs-cluster)
 options:
-  node:
-    description: The node (C(cvs_node)) whose processes are meant.
-    type: str
-    required: true
-  run_id:
-    description: The run (C(cvs_run_id)).
-    type: str
-    required: true
   state:
     description: C(stopped) stops the processes, C(present) only lists them.
     type: str
     choices: [stopped, present]
     default: stopped
-  grace:
-    description: Seconds between SIGTERM and SIGKILL.
-    type: int
-    default: 10
 attributes:
   check_mode:
     support: full
@@ -101,7 +91,6 @@ def main() -> None:
         argument_spec={
             **RUN_ARGUMENT_SPEC,
             "state": {"type": "str", "choices": ["stopped", "present"], "default": "stopped"},
-            "grace": {"type": "int", "default": 10},
         },
         supports_check_mode=True,
     )

@@ -45,7 +45,7 @@ from collections.abc import Mapping
 from typing import Any, Optional
 
 from ansible_collections.cvs.cluster.plugins.plugin_utils._container import ContainerConfigError, normalize_container
-from ansible_collections.cvs.cluster.plugins.plugin_utils._container_forms import closest
+from ansible_collections.cvs.cluster.plugins.plugin_utils._container_forms import closest, env_text, type_name
 
 __all__ = [
     "ClusterFileError",
@@ -67,7 +67,6 @@ CHANGEME = "<changeme>"
 # An unfilled template placeholder such as "{xx.xx.xx.xx|hostname-1}" or
 # "{head-node-ip}"; "${VAR}" (shell syntax) is not one.
 _TEMPLATE_RE = re.compile(r"(?<!\$)\{[^{}]+\}")
-_ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 # CVS orchestrator spellings -> (cvs_orchestrator, implied runtime name or None)
 _ORCHESTRATORS: dict[str, tuple[str, Optional[str]]] = {
@@ -123,25 +122,11 @@ def _unset(value: Any) -> bool:
     return value is None or (isinstance(value, str) and value.strip().lower() in _UNSET)
 
 
-def _type_name(value: Any) -> str:
-    if isinstance(value, Mapping):
-        return "a mapping"
-    if isinstance(value, list):
-        return "a list"
-    if isinstance(value, bool):
-        return "a boolean"
-    if value is None:
-        return "null"
-    if isinstance(value, (int, float)):
-        return "a number"
-    return "a string" if isinstance(value, str) else type(value).__name__
-
-
 def _expect(value: Any, kind: type | tuple[type, ...], field: str, what: str) -> None:
     kinds = kind if isinstance(kind, tuple) else (kind,)
     # JSON true/false are ints to Python: accept them only where a boolean is wanted.
     if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
-        raise ClusterFileError(field, f"must be {what}, got {_type_name(value)}")
+        raise ClusterFileError(field, f"must be {what}, got {type_name(value)}")
 
 
 def _text(value: Any, field: str) -> str:
@@ -178,15 +163,10 @@ def _env(value: Any, field: str) -> dict[str, str]:
     for name, raw in value.items():
         if _is_comment(name):
             continue
-        where = _path(field, name)
-        if not _ENV_NAME_RE.match(name):
-            raise ClusterFileError(where, "is not a valid environment variable name")
-        if isinstance(raw, bool):
-            env[name] = "true" if raw else "false"
-        elif isinstance(raw, (str, int, float)):
-            env[name] = str(raw)
-        else:
-            raise ClusterFileError(where, f"must be a string or number, got {_type_name(raw)}")
+        try:
+            env[name] = env_text(name, raw)
+        except ValueError as exc:
+            raise ClusterFileError(_path(field, name), str(exc)) from None
     return env
 
 
@@ -242,7 +222,7 @@ def load_cluster_json(text: str) -> dict[str, Any]:
     except json.JSONDecodeError as exc:
         raise ClusterFileError(None, f"not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})") from None
     if not isinstance(data, dict):
-        raise ClusterFileError(None, f"a cluster file must hold a JSON object, got {_type_name(data)}")
+        raise ClusterFileError(None, f"a cluster file must hold a JSON object, got {type_name(data)}")
     if duplicates:
         _find_duplicate(data, duplicates)
     return data
@@ -331,7 +311,7 @@ def _node_entries(node_dict: Any) -> list[tuple[str, str, dict[str, Any]]]:
             entries.append((where, address, {k: v for k, v in item.items() if k != "mgmt_ip"}))
     else:
         raise ClusterFileError(
-            "node_dict", f"must be a mapping of address -> attributes or a list of nodes, got {_type_name(node_dict)}"
+            "node_dict", f"must be a mapping of address -> attributes or a list of nodes, got {type_name(node_dict)}"
         )
     if not entries:
         raise ClusterFileError("node_dict", "lists no nodes")
@@ -533,7 +513,7 @@ def convert_cluster(
     :raises ClusterFileError: naming the field at fault.
     """
     if not isinstance(data, Mapping):
-        raise ClusterFileError(None, f"a cluster file must hold a JSON object, got {_type_name(data)}")
+        raise ClusterFileError(None, f"a cluster file must hold a JSON object, got {type_name(data)}")
     if "node_dict" not in data:
         raise ClusterFileError("node_dict", "is required (the cluster's nodes)")
     _find_changeme(data)

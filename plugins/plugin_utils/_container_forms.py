@@ -14,6 +14,8 @@ import difflib
 import re
 from typing import Any, Callable, Mapping, Optional
 
+from ansible_collections.cvs.cluster.plugins.plugin_utils._shell import ENV_NAME_RE
+
 # Resource names Docker's --ulimit accepts (go-units).
 ULIMIT_NAMES = (
     "core",
@@ -47,7 +49,6 @@ VOLUME_FORMS = (
     "ro, rw, z, Z, [r]shared, [r]slave, [r]private, nocopy, delegated, cached, consistent"
 )
 _ULIMIT_VALUE_RE = re.compile(r"^-?\d+$")
-_ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _VOLUME_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 _VOLUME_OPTIONS = frozenset(
     {"ro", "rw", "z", "Z", "shared", "rshared", "slave", "rslave", "private", "rprivate"}
@@ -122,20 +123,26 @@ def as_bool(value: Any, field: str) -> bool:
     raise ContainerConfigError(field, f"must be true or false, got {type_name(value)} {value!r}")
 
 
+def env_text(name: Any, raw: Any) -> str:
+    """One environment entry as the process gets it (booleans as true/false); ValueError names the problem."""
+    if not isinstance(name, str) or not ENV_NAME_RE.match(name):
+        raise ValueError("is not a valid environment variable name")
+    if isinstance(raw, bool):
+        return "true" if raw else "false"
+    if isinstance(raw, (str, int, float)):
+        return str(raw)
+    raise ValueError(f"must be a string or number, got {type_name(raw)}")
+
+
 def parse_env(value: Any, field: str) -> dict[str, str]:
     if value is None:
         return {}
     env: dict[str, str] = {}
     for name, raw in as_mapping(value, field, "a mapping of variable names to values").items():
-        where = f"{field}.{name}"
-        if not isinstance(name, str) or not _ENV_NAME_RE.match(name):
-            raise ContainerConfigError(where, "is not a valid environment variable name")
-        if isinstance(raw, bool):
-            env[name] = "true" if raw else "false"
-        elif isinstance(raw, (str, int, float)):
-            env[name] = str(raw)
-        else:
-            raise ContainerConfigError(where, f"must be a string or number, got {type_name(raw)}")
+        try:
+            env[name] = env_text(name, raw)
+        except ValueError as exc:
+            raise ContainerConfigError(f"{field}.{name}", str(exc)) from None
     return env
 
 

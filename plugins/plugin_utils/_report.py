@@ -74,11 +74,12 @@ def duration(started: Any, finished: Any) -> Optional[float]:
     return max(0.0, (b - a).total_seconds())
 
 
-def _error_record(check: str, node: str, reason: str, source: Optional[str]) -> dict[str, Any]:
+def _bare_record(check: str, node: str, status: str, reason: str, source: Optional[str]) -> dict[str, Any]:
+    """A results.json row for a node without a usable check record (no metrics, lines or timings)."""
     return {
         "check": check,
         "node": node,
-        "status": "ERROR",
+        "status": status,
         "reason": reason,
         "metrics": [],
         "lines": [],
@@ -89,6 +90,10 @@ def _error_record(check: str, node: str, reason: str, source: Optional[str]) -> 
         "backend": None,
         "source": source,
     }
+
+
+def _error_record(check: str, node: str, reason: str, source: Optional[str]) -> dict[str, Any]:
+    return _bare_record(check, node, "ERROR", reason, source)
 
 
 def normalise_check(check: str, node: str, raw: Any, source: Optional[str] = None) -> dict[str, Any]:
@@ -128,20 +133,8 @@ def normalise_check(check: str, node: str, raw: Any, source: Optional[str] = Non
 
 
 def missing_check(check: str, node: str) -> dict[str, Any]:
-    return {
-        "check": check,
-        "node": node,
-        "status": "MISSING",
-        "reason": f"no {check} result for {node}: the check did not run to completion on this node",
-        "metrics": [],
-        "lines": [],
-        "lines_truncated": 0,
-        "started": None,
-        "finished": None,
-        "duration": None,
-        "backend": None,
-        "source": None,
-    }
+    reason = f"no {check} result for {node}: the check did not run to completion on this node"
+    return _bare_record(check, node, "MISSING", reason, None)
 
 
 # --------------------------------------------------------------------------- nodes without a result
