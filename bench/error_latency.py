@@ -22,7 +22,10 @@ import random
 import shlex
 import time
 
-import _common as c
+from _cluster import Host, aliases, ssh, wait_for_cluster, write_inventory
+from _env import REMOTE_DIR, env_int, env_list
+from _playbook import Runner, log_poll_task, read_events, warm_masters
+from _results import med, say, write_results
 
 TASK = "poll for errors"
 ERROR_LINE = "completed step: 77, seconds: 1.2, TFLOP/s/device: 0.0, loss: nan"
@@ -31,20 +34,20 @@ ERROR_LINE = "completed step: 77, seconds: 1.2, TFLOP/s/device: 0.0, loss: nan"
 def wait_polling(events_path, hosts: list[str], timeout: float = 120) -> None:
     deadline = time.time() + timeout
     while time.time() < deadline:
-        seen = {e["host"] for e in c.read_events(events_path) if e["ev"] == "retry" and e.get("task") == TASK}
+        seen = {e["host"] for e in read_events(events_path) if e["ev"] == "retry" and e.get("task") == TASK}
         if seen >= set(hosts):
             return
         time.sleep(0.05)
     raise RuntimeError("hosts did not start polling")
 
 
-def trial(runner: c.Runner, inv, hosts: list[c.Host], delay: float, culprit: c.Host, rng: random.Random) -> dict:
-    paths = {h.name: f"{c.REMOTE_DIR}/latency/{h.name}.log" for h in hosts}
+def trial(runner: Runner, inv, hosts: list[Host], delay: float, culprit: Host, rng: random.Random) -> dict:
+    paths = {h.name: f"{REMOTE_DIR}/latency/{h.name}.log" for h in hosts}
     for h in hosts:
-        c.ssh(h, f"mkdir -p {c.REMOTE_DIR}/latency && printf 'starting\\n' > {shlex.quote(paths[h.name])}")
-    task = c.log_poll_task(
+        ssh(h, f"mkdir -p {REMOTE_DIR}/latency && printf 'starting\\n' > {shlex.quote(paths[h.name])}")
+    task = log_poll_task(
         TASK,
-        f"{c.REMOTE_DIR}/latency/{{{{ inventory_hostname }}}}.log",
+        f"{REMOTE_DIR}/latency/{{{{ inventory_hostname }}}}.log",
         retries=100000,
         delay=delay,
         state_dir=runner.state_dir,
@@ -58,13 +61,13 @@ def trial(runner: c.Runner, inv, hosts: list[c.Host], delay: float, culprit: c.H
         wait_polling(events_path, [h.name for h in hosts])
         time.sleep(rng.uniform(0, delay + 0.5))
         quoted = shlex.quote(paths[culprit.name])
-        written = float(c.ssh(culprit, f"printf '%s\\n' {shlex.quote(ERROR_LINE)} >> {quoted}; date +%s.%N"))
+        written = float(ssh(culprit, f"printf '%s\\n' {shlex.quote(ERROR_LINE)} >> {quoted}; date +%s.%N"))
         proc.wait(timeout=delay * 4 + 60)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    events = c.read_events(events_path)
+    events = read_events(events_path)
     failed = {e["host"]: e for e in events if e["ev"] == "failed" and e.get("task") == TASK}
     if culprit.name not in failed:
         raise RuntimeError(f"{culprit.name} did not fail: {[e for e in events if e['ev'] != 'retry'][-5:]}")
@@ -81,22 +84,22 @@ def trial(runner: c.Runner, inv, hosts: list[c.Host], delay: float, culprit: c.H
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--delays", default=",".join(c.env_list("CVS_BENCH_DELAYS", ["2", "5"])))
-    ap.add_argument("--trials", default=",".join(c.env_list("CVS_BENCH_TRIALS", ["6", "4"])))
-    ap.add_argument("--seed", type=int, default=c.env_int("CVS_BENCH_SEED", 7))
+    ap.add_argument("--delays", default=",".join(env_list("CVS_BENCH_DELAYS", ["2", "5"])))
+    ap.add_argument("--trials", default=",".join(env_list("CVS_BENCH_TRIALS", ["6", "4"])))
+    ap.add_argument("--seed", type=int, default=env_int("CVS_BENCH_SEED", 7))
     args = ap.parse_args()
     delays = [float(d) for d in args.delays.split(",")]
     trials = [int(t) for t in args.trials.split(",")]
     trials += [trials[-1]] * (len(delays) - len(trials))
 
-    nodes = c.wait_for_cluster()
-    hosts = c.aliases(nodes, len(nodes), prefix="el")
+    nodes = wait_for_cluster()
+    hosts = aliases(nodes, len(nodes), prefix="el")
     culprit = hosts[len(hosts) // 2]
-    runner = c.Runner("error_latency")
-    inv = c.write_inventory(runner.dir / "inventory.yml", hosts)
-    c.warm_masters(runner, inv, hosts)
+    runner = Runner("error_latency")
+    inv = write_inventory(runner.dir / "inventory.yml", hosts)
+    warm_masters(runner, inv, hosts)
     rng = random.Random(args.seed)
-    c.say(f"error_latency: {len(hosts)} hosts, error written on {culprit.name} ({culprit.node.name})")
+    say(f"error_latency: {len(hosts)} hosts, error written on {culprit.name} ({culprit.node.name})")
     per_delay = []
     for delay, count in zip(delays, trials):
         rows = [trial(runner, inv, hosts, delay, culprit, rng) for _ in range(count)]
@@ -105,28 +108,28 @@ def main() -> int:
         entry = {
             "delay": delay,
             "trials": rows,
-            "erroring_host_median_s": c.med(lat),
+            "erroring_host_median_s": med(lat),
             "erroring_host_max_s": max(lat),
-            "all_stopped_median_s": c.med(stop),
+            "all_stopped_median_s": med(stop),
             "all_stopped_max_s": max(stop),
             "target_s": delay + 1,
             "meets_target": max(lat) <= delay + 1,
         }
         per_delay.append(entry)
-        c.say(
+        say(
             f"  delay {delay:g}s: erroring host failed after median {entry['erroring_host_median_s']:.2f}s, "
             f"max {entry['erroring_host_max_s']:.2f}s; every host stopped after max {entry['all_stopped_max_s']:.2f}s "
             f"(target <= {delay + 1:g}s: {'ok' if entry['meets_target'] else 'MISSED'})"
         )
     for h in hosts:
-        c.ssh(h, f"rm -f {c.REMOTE_DIR}/latency/{h.name}.log")
+        ssh(h, f"rm -f {REMOTE_DIR}/latency/{h.name}.log")
     summary = {
         "meets_target": all(e["meets_target"] for e in per_delay),
         "worst_margin_s": min(e["target_s"] - e["erroring_host_max_s"] for e in per_delay),
         "target": "line written -> task failed <= delay + 1 s",
     }
-    out = c.write_results("error_latency", {"method": __doc__, "summary": summary, "delays": per_delay})
-    c.say(f"error_latency: worst margin to target {summary['worst_margin_s']:.2f}s -> {out}")
+    out = write_results("error_latency", {"method": __doc__, "summary": summary, "delays": per_delay})
+    say(f"error_latency: worst margin to target {summary['worst_margin_s']:.2f}s -> {out}")
     return 0
 
 

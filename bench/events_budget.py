@@ -25,7 +25,10 @@ import threading
 import time
 from pathlib import Path
 
-import _common as c
+from _cluster import wait_quiet
+from _env import REPO, VENV_BIN, WORK, ansible_env, env_float, env_int
+from _playbook import ERROR_PATTERNS
+from _results import human_size, say, write_results
 
 TASK = "watch the job"
 AWX_EVENT_LIMIT = 4000
@@ -85,7 +88,7 @@ def run_mode(work: Path, mode: str, hosts: int, delay: float, call_seconds: floa
     (pdd / "inventory" / "hosts.json").write_text(json.dumps(inventory))
     args = {
         "logs": [f"{logs_dir}/{{{{ inventory_hostname }}}}.log"],
-        "error_patterns": c.ERROR_PATTERNS,
+        "error_patterns": ERROR_PATTERNS,
         "complete": {"pattern": "^JOB DONE$", "policy": "all"},
         "start": "beginning",
         "timeout": 3600,
@@ -103,18 +106,18 @@ def run_mode(work: Path, mode: str, hosts: int, delay: float, call_seconds: floa
     }
     (pdd / "project" / "play.yml").write_text(json.dumps([{"hosts": "all", "gather_facts": False, "tasks": [task]}]))
     envvars = {
-        "ANSIBLE_COLLECTIONS_PATH": str(c.REPO / ".cache" / "collections"),
+        "ANSIBLE_COLLECTIONS_PATH": str(REPO / ".cache" / "collections"),
         "ANSIBLE_STDOUT_CALLBACK": "cvs.cluster.cvs",  # as execution-environment.yml sets it
         "CVS_HEARTBEAT": str(HEARTBEAT),
     }
     (pdd / "env" / "envvars").write_text(json.dumps(envvars))
-    env = {k: v for k, v in c.ansible_env().items() if not k.startswith(("ANSIBLE_", "CVS_", "AWX_", "RUNNER_"))}
-    env["PATH"] = f"{c.VENV_BIN}:{env.get('PATH', '')}"
+    env = {k: v for k, v in ansible_env().items() if not k.startswith(("ANSIBLE_", "CVS_", "AWX_", "RUNNER_"))}
+    env["PATH"] = f"{VENV_BIN}:{env.get('PATH', '')}"
     writer = Writer(logs, delay, lines, seconds)
     t0 = time.perf_counter()
     proc = subprocess.Popen(
         [
-            str(c.VENV_BIN / "ansible-runner"),
+            str(VENV_BIN / "ansible-runner"),
             "run",
             str(pdd),
             "-p",
@@ -180,16 +183,16 @@ def run_mode(work: Path, mode: str, hosts: int, delay: float, call_seconds: floa
 
 
 def main() -> None:
-    hosts = c.env_int("CVS_BENCH_EVENT_HOSTS", 64)
-    scale = c.env_float("CVS_BENCH_EVENT_SCALE", 0.01)
-    seconds = c.env_float("CVS_BENCH_EVENT_SECONDS", 12)
-    lines = c.env_int("CVS_BENCH_EVENT_LINES", 5)
-    work = c.WORK / "events_budget"
+    hosts = env_int("CVS_BENCH_EVENT_HOSTS", 64)
+    scale = env_float("CVS_BENCH_EVENT_SCALE", 0.01)
+    seconds = env_float("CVS_BENCH_EVENT_SECONDS", 12)
+    lines = env_int("CVS_BENCH_EVENT_LINES", 5)
+    work = WORK / "events_budget"
     work.mkdir(parents=True, exist_ok=True)
     delay = REAL_DELAY * scale
     modes = {}
     for mode in ("per_round", "per_task"):
-        c.wait_quiet()
+        wait_quiet()
         if mode == "per_round":
             call_seconds, poll_seconds = 0.0, seconds
         else:
@@ -198,9 +201,9 @@ def main() -> None:
             call_seconds = max(REAL_CALL_SECONDS * scale, (REAL_CALL_SECONDS / REAL_DELAY - 0.5) * period)
             poll_seconds = CALLS * call_seconds
         modes[mode] = m = run_mode(work, mode, hosts, delay, call_seconds, poll_seconds, lines)
-        c.say(
+        say(
             f"  {mode:<9}: {m['rounds']} rounds in {m['poll_events']} poll events ({m['took_s']}s); per host-hour "
-            f"{m['events_per_host_hour']:.0f} events, {c.human_size(m['bytes_per_host_hour'])}; 64 hosts x 1 h: "
+            f"{m['events_per_host_hour']:.0f} events, {human_size(m['bytes_per_host_hour'])}; 64 hosts x 1 h: "
             f"{m['job_events_64_hosts_1_hour']} events = {m['ratio_to_awx_limit']:.2f}x the {AWX_EVENT_LIMIT}-event "
             f"limit, {m['job_mb_64_hosts_1_hour']} MB; largest result {m['largest_poll_result']} bytes"
         )
@@ -215,7 +218,7 @@ def main() -> None:
         ),
         "meets_target": per_task["ratio_to_awx_limit"] < 1,
     }
-    c.write_results("events_budget", {"modes": modes, "summary": summary})
+    write_results("events_budget", {"modes": modes, "summary": summary})
 
 
 if __name__ == "__main__":

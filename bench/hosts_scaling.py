@@ -51,7 +51,30 @@ import subprocess
 import time
 from pathlib import Path
 
-import _common as c
+from _cluster import (
+    Host,
+    Node,
+    aliases,
+    remote_python,
+    shared_filesystem,
+    ssh,
+    stop_masters,
+    wait_for_cluster,
+    write_inventory,
+)
+from _env import REMOTE_DIR, env_float, env_int, env_list
+from _log_writers import log_block
+from _playbook import (
+    EventTail,
+    PlayRun,
+    Runner,
+    delivered_bytes,
+    log_poll_task,
+    round_intervals,
+    steady_window,
+    warm_masters,
+)
+from _results import med, ms, pct, say, write_results
 
 TASK = "poll rounds"
 MARKER_LINE = b"completed step: 99999999, seconds: 1.0, loss: 1.0\n"
@@ -66,33 +89,33 @@ for path in sys.argv[1:]:
 
 
 def log_path(name: str) -> str:
-    return f"{c.REMOTE_DIR}/scale/{name}.log"
+    return f"{REMOTE_DIR}/scale/{name}.log"
 
 
-def by_node(hosts: list[c.Host]) -> list[list[c.Host]]:
-    groups: dict[str, list[c.Host]] = {}
+def by_node(hosts: list[Host]) -> list[list[Host]]:
+    groups: dict[str, list[Host]] = {}
     for h in hosts:
         groups.setdefault(h.node.name, []).append(h)
     return list(groups.values())
 
 
 class Fleet:
-    def __init__(self, runner: c.Runner, nodes: list[c.Node], count: int) -> None:
+    def __init__(self, runner: Runner, nodes: list[Node], count: int) -> None:
         self.runner = runner
-        self.hosts = c.aliases(nodes, count, prefix="hs")
-        self.inv = c.write_inventory(runner.dir / f"inventory-{count}.yml", self.hosts)
+        self.hosts = aliases(nodes, count, prefix="hs")
+        self.inv = write_inventory(runner.dir / f"inventory-{count}.yml", self.hosts)
         for group in by_node(self.hosts):  # a 64 KiB log per host, written on its node
             paths = " ".join(shlex.quote(log_path(h.name)) for h in group)
-            py = c.remote_python(group[0])
-            c.ssh(group[0], f"{py} -c {shlex.quote(MAKE_LOGS)} {paths}", stdin=c.log_block(65536))
-        c.warm_masters(runner, self.inv, self.hosts)
-        self.shared = c.shared_filesystem(self.hosts[0], log_path(self.hosts[0].name))
+            py = remote_python(group[0])
+            ssh(group[0], f"{py} -c {shlex.quote(MAKE_LOGS)} {paths}", stdin=log_block(65536))
+        warm_masters(runner, self.inv, self.hosts)
+        self.shared = shared_filesystem(self.hosts[0], log_path(self.hosts[0].name))
         self.env = {}
         if self.shared:
             self.env["CVS_BENCH_APPEND"] = json.dumps({"task": TASK, "path": log_path("{host}"), "bytes": 1024})
 
     def play(self, retries: int, delay: float) -> list[dict]:
-        task = c.log_poll_task(
+        task = log_poll_task(
             TASK, log_path("{{ inventory_hostname }}"), retries=retries, delay=delay, state_dir=self.runner.state_dir
         )
         return [{"hosts": "bench", "gather_facts": False, "tasks": [task]}]
@@ -106,14 +129,14 @@ class Fleet:
             return
         for group in by_node(self.hosts):
             paths = " ".join(shlex.quote(log_path(h.name)) for h in group)
-            c.ssh(group[0], f'm=$(cat); for f in {paths}; do printf "%s\\n" "$m" >> "$f"; done', stdin=MARKER_LINE)
+            ssh(group[0], f'm=$(cat); for f in {paths}; do printf "%s\\n" "$m" >> "$f"; done', stdin=MARKER_LINE)
 
-    def run_steady(self, window_rounds: int, delay: float = 0, sample: float = 0.25, limit: float = 900) -> c.PlayRun:
+    def run_steady(self, window_rounds: int, delay: float = 0, sample: float = 0.25, limit: float = 900) -> PlayRun:
         """Poll until every host has done window_rounds rounds after all hosts finished their first one."""
         names = {h.name for h in self.hosts}
 
         def monitor(proc: subprocess.Popen, events_path: Path) -> None:
-            tail = c.EventTail(events_path)
+            tail = EventTail(events_path)
             counts: dict[str, int] = {}
             after: dict[str, int] = {}
             started = False
@@ -137,14 +160,14 @@ class Fleet:
         self.check(run)
         return run
 
-    def run_fixed(self, rounds: int, delay: float, sample: float = 1.0) -> c.PlayRun:
+    def run_fixed(self, rounds: int, delay: float, sample: float = 1.0) -> PlayRun:
         run = self.runner.run(
             self.play(rounds - 1, delay), self.inv, forks=len(self.hosts), env=self.env, sample=sample
         )
         self.check(run)
         return run
 
-    def check(self, run: c.PlayRun) -> None:
+    def check(self, run: PlayRun) -> None:
         polled = run.by_host("retry", TASK)
         if len(polled) != len(self.hosts):
             raise RuntimeError(f"only {len(polled)} of {len(self.hosts)} hosts polled")
@@ -156,17 +179,17 @@ class Fleet:
     def cleanup(self) -> None:
         for group in by_node(self.hosts):
             names = " ".join(shlex.quote(log_path(h.name)) for h in group)
-            c.ssh(group[0], f"rm -f {names}")
-        c.stop_masters(self.hosts)
+            ssh(group[0], f"rm -f {names}")
+        stop_masters(self.hosts)
 
 
-def intervals(run: c.PlayRun, delay: float = 0, skip: int = 1) -> dict:
-    per_host = c.round_intervals(run, TASK, skip=skip)
-    medians = [c.med(g) - delay for g in per_host.values() if g]
+def intervals(run: PlayRun, delay: float = 0, skip: int = 1) -> dict:
+    per_host = round_intervals(run, TASK, skip=skip)
+    medians = [med(g) - delay for g in per_host.values() if g]
     every = [x - delay for g in per_host.values() for x in g]
     return {
-        "round_median_s": c.med(medians),
-        "round_p90_s": c.pct(every, 0.9),
+        "round_median_s": med(medians),
+        "round_p90_s": pct(every, 0.9),
         "round_max_s": max(every) if every else float("nan"),
         "rounds_measured": len(every),
     }
@@ -175,7 +198,7 @@ def intervals(run: c.PlayRun, delay: float = 0, skip: int = 1) -> dict:
 def measure(fleet: Fleet, window_rounds: int, budget: float | None, delay: float = 0) -> dict:
     count = len(fleet.hosts)
     run = fleet.run_steady(window_rounds, delay=delay, sample=0.25 if count <= 16 else 1.0)
-    win = c.steady_window(run, TASK)
+    win = steady_window(run, TASK)
     row = {
         "hosts": count,
         "delay": delay,
@@ -184,20 +207,20 @@ def measure(fleet: Fleet, window_rounds: int, budget: float | None, delay: float
         "controller_cpu_per_host_round_s": win["controller_cpu_per_host_round_s"],
         "node_cpu_per_host_round_s": win["node_cpu_per_host_round_s"],
         "window": win,
-        "bytes_per_round": c.med(c.delivered_bytes(run, TASK).values()),
+        "bytes_per_round": med(delivered_bytes(run, TASK).values()),
         "playbook_wall_s": run.cpu.wall,
     }
     text = (
-        f"  {count:>4} hosts, delay {delay:g}: round {c.ms(row['round_median_s'])} (median), cluster round "
-        f"{c.ms(row['cluster_round_s'])}; per host-round: controller CPU {c.ms(row['controller_cpu_per_host_round_s'])}"
-        f", node CPU {c.ms(row['node_cpu_per_host_round_s'])}"
+        f"  {count:>4} hosts, delay {delay:g}: round {ms(row['round_median_s'])} (median), cluster round "
+        f"{ms(row['cluster_round_s'])}; per host-round: controller CPU {ms(row['controller_cpu_per_host_round_s'])}"
+        f", node CPU {ms(row['node_cpu_per_host_round_s'])}"
     )
     if budget is not None:
         row["fits"] = row["cluster_round_s"] <= budget
         text += (
             f" -> {'fits' if row['fits'] else 'does NOT fit'} in {budget:g}s (playbook {row['playbook_wall_s']:.0f}s)"
         )
-    c.say(text)
+    say(text)
     return row
 
 
@@ -206,7 +229,7 @@ def verify(fleet: Fleet, delay: float) -> dict:
     run = fleet.run_fixed(4, delay)
     row = {"hosts": count, "delay": delay, **intervals(run, delay=delay, skip=0), "playbook_wall_s": run.cpu.wall}
     row["fits"] = row["round_max_s"] <= delay
-    c.say(
+    say(
         f"  {count:>4} hosts, delay {delay:g}s: round median {row['round_median_s']:.2f}s, slowest "
         f"{row['round_max_s']:.2f}s over {row['rounds_measured']} rounds -> {'fits' if row['fits'] else 'does NOT fit'}"
     )
@@ -215,19 +238,19 @@ def verify(fleet: Fleet, delay: float) -> dict:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--hosts", default=",".join(c.env_list("CVS_BENCH_HOSTS", ["1", "3", "12"])))
-    ap.add_argument("--scale", default=",".join(c.env_list("CVS_BENCH_SCALE", ["256"])))
-    ap.add_argument("--budget", type=float, default=c.env_float("CVS_BENCH_BUDGET", 10.0))
-    ap.add_argument("--rounds", type=int, default=c.env_int("CVS_BENCH_ROUNDS", 12), help="window rounds, 1-12 hosts")
-    ap.add_argument("--scale-rounds", type=int, default=c.env_int("CVS_BENCH_SCALE_ROUNDS", 2))
-    ap.add_argument("--delay", type=float, default=c.env_float("CVS_BENCH_ROUND_DELAY", 1.0), help="poll delay, part 1")
-    ap.add_argument("--delay-rounds", type=int, default=c.env_int("CVS_BENCH_DELAY_ROUNDS", 8))
-    ap.add_argument("--verify", action=argparse.BooleanOptionalAction, default=bool(c.env_int("CVS_BENCH_VERIFY", 0)))
+    ap.add_argument("--hosts", default=",".join(env_list("CVS_BENCH_HOSTS", ["1", "3", "12"])))
+    ap.add_argument("--scale", default=",".join(env_list("CVS_BENCH_SCALE", ["256"])))
+    ap.add_argument("--budget", type=float, default=env_float("CVS_BENCH_BUDGET", 10.0))
+    ap.add_argument("--rounds", type=int, default=env_int("CVS_BENCH_ROUNDS", 12), help="window rounds, 1-12 hosts")
+    ap.add_argument("--scale-rounds", type=int, default=env_int("CVS_BENCH_SCALE_ROUNDS", 2))
+    ap.add_argument("--delay", type=float, default=env_float("CVS_BENCH_ROUND_DELAY", 1.0), help="poll delay, part 1")
+    ap.add_argument("--delay-rounds", type=int, default=env_int("CVS_BENCH_DELAY_ROUNDS", 8))
+    ap.add_argument("--verify", action=argparse.BooleanOptionalAction, default=bool(env_int("CVS_BENCH_VERIFY", 0)))
     args = ap.parse_args()
 
-    nodes = c.wait_for_cluster()
-    runner = c.Runner("hosts_scaling")
-    c.say(f"hosts_scaling: aliases over {', '.join(n.name for n in nodes)}")
+    nodes = wait_for_cluster()
+    runner = Runner("hosts_scaling")
+    say(f"hosts_scaling: aliases over {', '.join(n.name for n in nodes)}")
     polled, sizes = [], []
     for n in [int(x) for x in args.hosts.split(",")]:
         fleet = Fleet(runner, nodes, n)
@@ -257,7 +280,7 @@ def main() -> int:
         if largest:
             break
 
-    per_host_round = c.med(r["controller_cpu_per_host_round_s"] for r in sizes + search)
+    per_host_round = med(r["controller_cpu_per_host_round_s"] for r in sizes + search)
     summary = {
         "round_ratio_last_over_first": ratio,
         "round_ratio_delay0_last_over_first": ratio_delay0,
@@ -269,7 +292,7 @@ def main() -> int:
         "controller_cpu_per_host_round_by_size_s": {
             r["hosts"]: r["controller_cpu_per_host_round_s"] for r in sizes + search
         },
-        "node_cpu_per_host_round_s": c.med(r["node_cpu_per_host_round_s"] for r in sizes + search),
+        "node_cpu_per_host_round_s": med(r["node_cpu_per_host_round_s"] for r in sizes + search),
         "largest_fitting_hosts": (largest or None) if checked is None or checked["fits"] else None,
         "tried": [r["hosts"] for r in search],
         "largest_fitting_hosts_capacity_test": largest,
@@ -279,14 +302,14 @@ def main() -> int:
         "targets": "12 hosts <= 3x 1 host; 256 hosts fit in a 10 s delay",
     }
     summary["meets_target"] = ratio <= 3 and (summary["largest_fitting_hosts"] or 0) >= 256
-    out = c.write_results(
+    out = write_results(
         "hosts_scaling",
         {"method": __doc__, "summary": summary, "polled": polled, "sizes": sizes, "search": search, "verify": checked},
     )
-    c.say(
+    say(
         f"hosts_scaling: round {first['hosts']}->{last['hosts']} hosts {ratio:.2f}x with delay {args.delay:g}s "
         f"(target <= 3x; back-to-back {ratio_delay0:.2f}x); controller CPU "
-        f"{c.ms(per_host_round)}/host-round; largest fleet fitting {args.budget:g}s: "
+        f"{ms(per_host_round)}/host-round; largest fleet fitting {args.budget:g}s: "
         f"{summary['largest_fitting_hosts'] or 'none of ' + str(summary['tried'])} "
         f"(target 256; controller-only capacity "
         f"{summary['controller_only_capacity_hosts']}) -> {out}"

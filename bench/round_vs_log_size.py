@@ -30,34 +30,39 @@ import argparse
 import shlex
 import time
 
-import _common as c
+from _cluster import Host, aliases, ssh, wait_for_cluster, write_inventory
+from _env import REMOTE_DIR, env_int, env_list
+from _log_writers import Appender, make_remote_log, stop_background
+from _playbook import NEVER_MARKER, Runner, delivered_bytes, log_poll_task, round_intervals, warm_masters
+from _raw_reader import RawReader
+from _results import human_size, med, ms, parse_size, pct, say, write_results
 
 TASK = "poll rounds"
 WAIT_MARKER = r"completed step:\s*88888888,"
 WAIT_LINE = b"completed step: 88888888, seconds: 1.0, loss: 1.0\n"
 
 
-def measure_ours(runner: c.Runner, inv, host: c.Host, path: str, rounds: int, appender: c.Appender) -> dict:
-    task = c.log_poll_task(TASK, path, retries=rounds, delay=0, state_dir=runner.state_dir)
+def measure_ours(runner: Runner, inv, host: Host, path: str, rounds: int, appender: Appender) -> dict:
+    task = log_poll_task(TASK, path, retries=rounds, delay=0, state_dir=runner.state_dir)
     play = {"hosts": "bench", "gather_facts": False, "tasks": [task]}
     bg = appender.start_background(0.1)
     try:
         run = runner.run([play], inv, forks=1, env=appender.callback_env(TASK))
     finally:
-        c.stop_background(bg)
-    gaps = c.round_intervals(run, TASK, skip=1)[host.name]
+        stop_background(bg)
+    gaps = round_intervals(run, TASK, skip=1)[host.name]
     return {
-        "round_median_s": c.med(gaps),
-        "round_p90_s": c.pct(gaps, 0.9),
+        "round_median_s": med(gaps),
+        "round_p90_s": pct(gaps, 0.9),
         "round_mean_s": sum(gaps) / len(gaps),
         "rounds_timed": len(gaps),
-        "bytes_per_round": c.delivered_bytes(run, TASK).get(host.name),
+        "bytes_per_round": delivered_bytes(run, TASK).get(host.name),
         "playbook_wall_s": run.cpu.wall,
     }
 
 
-def measure_reader_raw(host: c.Host, path: str, rounds: int, appender: c.Appender) -> dict:
-    reader = c.RawReader(host, path)
+def measure_reader_raw(host: Host, path: str, rounds: int, appender: Appender) -> dict:
+    reader = RawReader(host, path)
     times = []
     got = 0
     for _ in range(rounds):
@@ -65,18 +70,18 @@ def measure_reader_raw(host: c.Host, path: str, rounds: int, appender: c.Appende
         t0 = time.perf_counter()
         got += reader.round()
         times.append(time.perf_counter() - t0)
-    return {"round_median_s": c.med(times), "round_p90_s": c.pct(times, 0.9), "bytes_per_round": got / rounds}
+    return {"round_median_s": med(times), "round_p90_s": pct(times, 0.9), "bytes_per_round": got / rounds}
 
 
-def measure_upstream(host: c.Host, path: str, rounds: int, appender: c.Appender, alone_runs: int = 3) -> dict:
+def measure_upstream(host: Host, path: str, rounds: int, appender: Appender, alone_runs: int = 3) -> dict:
     q = shlex.quote(path)
-    cursor = int(c.ssh(host, f"wc -l < {q}").strip())  # lines already seen, as upstream's cursor after catching up
-    grep = f"grep -cE {shlex.quote(c.NEVER_MARKER)} {q} 2>/dev/null || true"
+    cursor = int(ssh(host, f"wc -l < {q}").strip())  # lines already seen, as upstream's cursor after catching up
+    grep = f"grep -cE {shlex.quote(NEVER_MARKER)} {q} 2>/dev/null || true"
     times = []
     for _ in range(rounds):
         appender.append()
         t0 = time.perf_counter()
-        out = c.ssh(host, f"tail -n +{cursor + 1} {q} 2>/dev/null || true; {grep}")
+        out = ssh(host, f"tail -n +{cursor + 1} {q} 2>/dev/null || true; {grep}")
         times.append(time.perf_counter() - t0)
         lines = out.splitlines()
         cursor += len(lines) - 1  # last line is grep's count
@@ -86,18 +91,18 @@ def measure_upstream(host: c.Host, path: str, rounds: int, appender: c.Appender,
         runs = []
         for _ in range(alone_runs):
             t0 = time.perf_counter()
-            c.ssh(host, cmd)
+            ssh(host, cmd)
             runs.append(time.perf_counter() - t0)
-        alone[f"{label}_median_s"] = c.med(runs)
-    return {"round_median_s": c.med(times), "round_p90_s": c.pct(times, 0.9), "rounds": rounds, "all_s": times, **alone}
+        alone[f"{label}_median_s"] = med(runs)
+    return {"round_median_s": med(times), "round_p90_s": pct(times, 0.9), "rounds": rounds, "all_s": times, **alone}
 
 
-def measure_tasks(runner: c.Runner, inv, host: c.Host, path: str, reps: int, appender: c.Appender) -> dict:
+def measure_tasks(runner: Runner, inv, host: Host, path: str, reps: int, appender: Appender) -> dict:
     """wait_for (regex on the last line) vs a one-round log_poll task, alternating, each timed start -> result."""
     appender.append(WAIT_LINE)
     tasks = []
     for i in range(reps):
-        one = c.log_poll_task(f"one round {i}", path, retries=0, delay=0, state_dir=runner.state_dir)
+        one = log_poll_task(f"one round {i}", path, retries=0, delay=0, state_dir=runner.state_dir)
         for key in ("until", "retries", "delay", "register"):
             one.pop(key)
         tasks.append(one)
@@ -115,43 +120,43 @@ def measure_tasks(runner: c.Runner, inv, host: c.Host, path: str, reps: int, app
     wait = [done[f"wait_for {i}"] - run.task_start(f"wait_for {i}") for i in range(reps)]
     one = [done[f"one round {i}"] - run.task_start(f"one round {i}") for i in range(reps)]
     return {
-        "wait_for_task_median_s": c.med(wait),
+        "wait_for_task_median_s": med(wait),
         "wait_for_task_all_s": wait,
-        "log_poll_one_round_task_median_s": c.med(one),
+        "log_poll_one_round_task_median_s": med(one),
         "log_poll_one_round_task_all_s": one,
     }
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--sizes", default=",".join(c.env_list("CVS_BENCH_SIZES", ["1M", "64M", "1G"])))
-    ap.add_argument("--rounds", type=int, default=c.env_int("CVS_BENCH_ROUNDS", 40), help="log_poll rounds per size")
-    ap.add_argument("--upstream-rounds", type=int, default=c.env_int("CVS_BENCH_UPSTREAM_ROUNDS", 8))
+    ap.add_argument("--sizes", default=",".join(env_list("CVS_BENCH_SIZES", ["1M", "64M", "1G"])))
+    ap.add_argument("--rounds", type=int, default=env_int("CVS_BENCH_ROUNDS", 40), help="log_poll rounds per size")
+    ap.add_argument("--upstream-rounds", type=int, default=env_int("CVS_BENCH_UPSTREAM_ROUNDS", 8))
     ap.add_argument(
         "--upstream-big-rounds",
         type=int,
-        default=c.env_int("CVS_BENCH_UPSTREAM_BIG_ROUNDS", 3),
+        default=env_int("CVS_BENCH_UPSTREAM_BIG_ROUNDS", 3),
         help="upstream rounds for logs over 64 MiB (each re-reads the whole file)",
     )
-    ap.add_argument("--reps", type=int, default=c.env_int("CVS_BENCH_REPS", 3), help="wait_for / one-round tasks")
+    ap.add_argument("--reps", type=int, default=env_int("CVS_BENCH_REPS", 3), help="wait_for / one-round tasks")
     ap.add_argument("--keep", action="store_true", help="keep the log files on the node")
     args = ap.parse_args()
-    sizes = [c.parse_size(s) for s in args.sizes.split(",")]
+    sizes = [parse_size(s) for s in args.sizes.split(",")]
 
-    nodes = c.wait_for_cluster()
-    host = c.aliases(nodes, 1, prefix="ls")[0]
-    runner = c.Runner("round_vs_log_size")
-    inv = c.write_inventory(runner.dir / "inventory.yml", [host])
-    c.warm_masters(runner, inv, [host])
+    nodes = wait_for_cluster()
+    host = aliases(nodes, 1, prefix="ls")[0]
+    runner = Runner("round_vs_log_size")
+    inv = write_inventory(runner.dir / "inventory.yml", [host])
+    warm_masters(runner, inv, [host])
     results = []
-    c.say(f"round_vs_log_size: host {host.name} -> {host.node.name} ({host.node.address}), sizes {args.sizes}")
+    say(f"round_vs_log_size: host {host.name} -> {host.node.name} ({host.node.address}), sizes {args.sizes}")
     for size in sizes:
-        path = f"{c.REMOTE_DIR}/size/log-{size}.log"
+        path = f"{REMOTE_DIR}/size/log-{size}.log"
         t0 = time.perf_counter()
-        c.make_remote_log(host, path, size)
+        make_remote_log(host, path, size)
         made = time.perf_counter() - t0
-        appender = c.Appender(host, path)
-        row: dict = {"size": size, "size_h": c.human_size(size), "create_s": round(made, 2)}
+        appender = Appender(host, path)
+        row: dict = {"size": size, "size_h": human_size(size), "create_s": round(made, 2)}
         row["shared_fs"] = appender.local
         row["log_poll"] = measure_ours(runner, inv, host, path, args.rounds, appender)
         row["reader_raw_ssh"] = measure_reader_raw(host, path, max(10, args.rounds // 2), appender)
@@ -166,16 +171,16 @@ def main() -> int:
             row["wait_for_task_median_s"] / row["log_poll_one_round_task_median_s"]
         )
         results.append(row)
-        c.say(
-            f"  {row['size_h']:>8}: log_poll round {c.ms(ours)} (reader over raw ssh "
-            f"{c.ms(row['reader_raw_ssh']['round_median_s'])}), "
-            f"upstream tail+grep {c.ms(row['upstream']['round_median_s'])}"
-            f" ({row['ratio_upstream_over_ours']:.1f}x), wait_for task {c.ms(row['wait_for_task_median_s'])}"
+        say(
+            f"  {row['size_h']:>8}: log_poll round {ms(ours)} (reader over raw ssh "
+            f"{ms(row['reader_raw_ssh']['round_median_s'])}), "
+            f"upstream tail+grep {ms(row['upstream']['round_median_s'])}"
+            f" ({row['ratio_upstream_over_ours']:.1f}x), wait_for task {ms(row['wait_for_task_median_s'])}"
             f" ({row['ratio_wait_for_over_ours']:.1f}x; vs one-round log_poll task "
-            f"{c.ms(row['log_poll_one_round_task_median_s'])}: {row['ratio_wait_for_over_one_round_task']:.1f}x)"
+            f"{ms(row['log_poll_one_round_task_median_s'])}: {row['ratio_wait_for_over_one_round_task']:.1f}x)"
         )
         if not args.keep:
-            c.ssh(host, f"rm -f {shlex.quote(path)}")
+            ssh(host, f"rm -f {shlex.quote(path)}")
 
     first, last = results[0], results[-1]
     summary = {
@@ -189,8 +194,8 @@ def main() -> int:
     summary["meets_target"] = (
         summary["ratio_upstream_over_ours_at_largest"] >= 50 and summary["ratio_wait_for_over_ours_at_largest"] >= 50
     )
-    path = c.write_results("round_vs_log_size", {"method": __doc__, "summary": summary, "sizes": results})
-    c.say(
+    path = write_results("round_vs_log_size", {"method": __doc__, "summary": summary, "sizes": results})
+    say(
         f"round_vs_log_size: flatness {summary['flatness_ours_largest_over_smallest']:.2f}x "
         f"({first['size_h']} -> {last['size_h']}); at {last['size_h']}: upstream/ours "
         f"{summary['ratio_upstream_over_ours_at_largest']:.1f}x, wait_for/ours "

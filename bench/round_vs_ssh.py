@@ -33,47 +33,53 @@ import shlex
 import time
 from pathlib import Path
 
-import _common as c
+from _cluster import Host, aliases, remote_python, ssh, wait_for_cluster, write_inventory
+from _cpu import CpuSnap, cpu_between
+from _env import BENCH, REMOTE_DIR, VENV_BIN, env_int
+from _log_writers import Appender, make_remote_log
+from _playbook import Runner, delivered_bytes, log_poll_task, round_intervals, steady_window, warm_masters
+from _raw_reader import RawReader, reader_command, reader_program
+from _results import med, ms, pct, say, write_results
 
 TASK = "poll rounds"
 
 
-def timed_ssh(host: c.Host, command: str, n: int, stdin: bytes | None = None) -> dict:
+def timed_ssh(host: Host, command: str, n: int, stdin: bytes | None = None) -> dict:
     times = []
-    before = c.CpuSnap.take()
+    before = CpuSnap.take()
     for _ in range(n):
         t0 = time.perf_counter()
-        c.ssh(host, command, stdin=stdin)
+        ssh(host, command, stdin=stdin)
         times.append(time.perf_counter() - t0)
-    cpu = c.cpu_between(before, c.CpuSnap.take()).per(n)
+    cpu = cpu_between(before, CpuSnap.take()).per(n)
     return {
         "command": command,
         "n": n,
-        "wall_median_s": c.med(times),
-        "wall_p90_s": c.pct(times, 0.9),
+        "wall_median_s": med(times),
+        "wall_p90_s": pct(times, 0.9),
         "controller_cpu_s": cpu["controller"],
         "node_cpu_s": cpu["nodes"],
     }
 
 
-def poll_play(runner: c.Runner, path: str, rounds: int) -> list[dict]:
-    task = c.log_poll_task(TASK, path, retries=rounds, delay=0, state_dir=runner.state_dir)
+def poll_play(runner: Runner, path: str, rounds: int) -> list[dict]:
+    task = log_poll_task(TASK, path, retries=rounds, delay=0, state_dir=runner.state_dir)
     return [{"hosts": "bench", "gather_facts": False, "tasks": [task]}]
 
 
-def measure_rounds(runner: c.Runner, inv: Path, host: c.Host, path: str, rounds: int, app) -> dict:
+def measure_rounds(runner: Runner, inv: Path, host: Host, path: str, rounds: int, app) -> dict:
     run = runner.run(poll_play(runner, path, rounds), inv, forks=1, env=app.callback_env(TASK), sample=0.1)
-    gaps = c.round_intervals(run, TASK, skip=1)[host.name]
-    win = c.steady_window(run, TASK)
+    gaps = round_intervals(run, TASK, skip=1)[host.name]
+    win = steady_window(run, TASK)
     return {
         "rounds": rounds + 1,
-        "round_interval_median_s": c.med(gaps),
-        "round_interval_p90_s": c.pct(gaps, 0.9),
+        "round_interval_median_s": med(gaps),
+        "round_interval_p90_s": pct(gaps, 0.9),
         "round_interval_mean_s": sum(gaps) / len(gaps),
         "window": win,
         "controller_cpu_per_round_s": win["controller_cpu_per_host_round_s"],
         "node_cpu_per_round_s": win["node_cpu_per_host_round_s"],
-        "bytes_per_round": c.delivered_bytes(run, TASK).get(host.name),
+        "bytes_per_round": delivered_bytes(run, TASK).get(host.name),
         "playbook_wall_s": run.cpu.wall,
     }
 
@@ -93,12 +99,12 @@ BUCKETS = {
 }
 
 
-def profile(runner: c.Runner, inv: Path, path: str, rounds: int, app) -> dict:
+def profile(runner: Runner, inv: Path, path: str, rounds: int, app) -> dict:
     out_dir = runner.dir / "profile"
     out_dir.mkdir(exist_ok=True)
     for old in glob.glob(str(out_dir / "*")):
         Path(old).unlink()
-    program = [str(c.VENV_BIN / "python"), str(c.BENCH / "_profiled_playbook.py")]
+    program = [str(VENV_BIN / "python"), str(BENCH / "_profiled_playbook.py")]
     env = dict(app.callback_env(TASK), CVS_BENCH_PROFILE_DIR=str(out_dir))
     run = runner.run(poll_play(runner, path, rounds), inv, forks=1, env=env, program=program)
     n = sum(1 for e in run.events if e["ev"] in ("retry", "ok", "failed") and e.get("task") == TASK)
@@ -139,43 +145,43 @@ def profile(runner: c.Runner, inv: Path, path: str, rounds: int, app) -> dict:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--ssh-calls", type=int, default=c.env_int("CVS_BENCH_SSH_CALLS", 60))
-    ap.add_argument("--rounds", type=int, default=c.env_int("CVS_BENCH_ROUNDS", 40), help="log_poll rounds per block")
-    ap.add_argument("--blocks", type=int, default=c.env_int("CVS_BENCH_BLOCKS", 3), help="ssh true / log_poll pairs")
+    ap.add_argument("--ssh-calls", type=int, default=env_int("CVS_BENCH_SSH_CALLS", 60))
+    ap.add_argument("--rounds", type=int, default=env_int("CVS_BENCH_ROUNDS", 40), help="log_poll rounds per block")
+    ap.add_argument("--blocks", type=int, default=env_int("CVS_BENCH_BLOCKS", 3), help="ssh true / log_poll pairs")
     ap.add_argument("--profile", action=argparse.BooleanOptionalAction, default=True)
     args = ap.parse_args()
 
-    nodes = c.wait_for_cluster()
-    host = c.aliases(nodes, 1, prefix="rs")[0]
-    runner = c.Runner("round_vs_ssh")
-    inv = c.write_inventory(runner.dir / "inventory.yml", [host])
-    c.warm_masters(runner, inv, [host])
-    path = f"{c.REMOTE_DIR}/ssh/{host.name}.log"
-    c.make_remote_log(host, path, 1 << 20)
-    app = c.Appender(host, path)
-    c.say(f"round_vs_ssh: host {host.name} -> {host.node.name} ({host.node.address})")
+    nodes = wait_for_cluster()
+    host = aliases(nodes, 1, prefix="rs")[0]
+    runner = Runner("round_vs_ssh")
+    inv = write_inventory(runner.dir / "inventory.yml", [host])
+    warm_masters(runner, inv, [host])
+    path = f"{REMOTE_DIR}/ssh/{host.name}.log"
+    make_remote_log(host, path, 1 << 20)
+    app = Appender(host, path)
+    say(f"round_vs_ssh: host {host.name} -> {host.node.name} ({host.node.address})")
 
-    py = c.remote_python(host)
+    py = remote_python(host)
     n = args.ssh_calls
     floors = {"ssh_true": timed_ssh(host, "true", n)}
     floors["python_c_pass"] = timed_ssh(host, f"{py} -c pass", n // 2)
-    reader = c.RawReader(host, path)
+    reader = RawReader(host, path)
     request = {"logs": [dict(reader.cursor, path=path)], "max_bytes": 2 << 20, "start": "end", "cmd_timeout": 30}
-    program = c.reader_program(request)
-    shipped = c.reader_command(py)
+    program = reader_program(request)
+    shipped = reader_command(py)
     floors["reader_command"] = timed_ssh(host, shipped, n // 2, stdin=program)
     # as the action runs it: in the play's shell (/bin/sh -c); then with the `; sleep 0` that Ansible appends when
     # the action does not name the shell (log_poll names it to avoid that)
     floors["reader_as_run"] = timed_ssh(host, f"/bin/sh -c {shlex.quote(shipped)}", n // 2, stdin=program)
     floors["reader_with_sleep_0"] = timed_ssh(host, f"/bin/sh -c {shlex.quote(shipped + '; sleep 0')}", n // 2, program)
-    floors["reader_without_S"] = timed_ssh(host, c.reader_command(py, flags=""), n // 2, stdin=program)
-    floors["reader_I_S"] = timed_ssh(host, c.reader_command(py, flags="-I -S"), n // 2, stdin=program)
+    floors["reader_without_S"] = timed_ssh(host, reader_command(py, flags=""), n // 2, stdin=program)
+    floors["reader_I_S"] = timed_ssh(host, reader_command(py, flags="-I -S"), n // 2, stdin=program)
     floors["reader_python3_S_dash"] = timed_ssh(host, f"timeout -s KILL 35 {py} -S -", n // 2, stdin=program)
     floors["reader_no_timeout_wrapper"] = timed_ssh(host, shipped.split(" ", 4)[-1], n // 2, stdin=program)
     for name, f in floors.items():
-        c.say(
-            f"  {name:>30}: wall {c.ms(f['wall_median_s'])}, controller CPU {c.ms(f['controller_cpu_s'])}, "
-            f"node CPU {c.ms(f['node_cpu_s'])}"
+        say(
+            f"  {name:>30}: wall {ms(f['wall_median_s'])}, controller CPU {ms(f['controller_cpu_s'])}, "
+            f"node CPU {ms(f['node_cpu_s'])}"
         )
 
     # ssh true and log_poll alternate in blocks, a ratio per block: load that drifts hits both alike
@@ -192,9 +198,9 @@ def main() -> int:
                 "loadavg": os.getloadavg()[0],
             }
         )
-        c.say(
-            f"  block: ssh true {c.ms(base['wall_median_s'])} / {c.ms(base['controller_cpu_s'])} CPU; log_poll round "
-            f"{c.ms(ours['round_interval_median_s'])} / {c.ms(ours['controller_cpu_per_round_s'])} CPU -> "
+        say(
+            f"  block: ssh true {ms(base['wall_median_s'])} / {ms(base['controller_cpu_s'])} CPU; log_poll round "
+            f"{ms(ours['round_interval_median_s'])} / {ms(ours['controller_cpu_per_round_s'])} CPU -> "
             f"{blocks[-1]['ratio_wall']:.2f}x wall, {blocks[-1]['ratio_controller_cpu']:.2f}x CPU "
             f"(load {blocks[-1]['loadavg']:.1f})"
         )
@@ -207,28 +213,28 @@ def main() -> int:
         "round_controller_cpu_s": ours["controller_cpu_per_round_s"],
         "round_node_cpu_s": ours["node_cpu_per_round_s"],
         "ssh_true_node_cpu_s": base["node_cpu_s"],
-        "ratio_wall": c.med(b["ratio_wall"] for b in blocks),
-        "ratio_controller_cpu": c.med(b["ratio_controller_cpu"] for b in blocks),
+        "ratio_wall": med(b["ratio_wall"] for b in blocks),
+        "ratio_controller_cpu": med(b["ratio_controller_cpu"] for b in blocks),
         "ratio_wall_blocks": [b["ratio_wall"] for b in blocks],
         "ratio_controller_cpu_blocks": [b["ratio_controller_cpu"] for b in blocks],
         "target": "<= 5x raw ssh true (wall and controller CPU)",
     }
     summary["meets_target"] = summary["ratio_wall"] <= 5 and summary["ratio_controller_cpu"] <= 5
     win = ours["window"]
-    c.say(
-        f"  log_poll round: wall {c.ms(ours['round_interval_median_s'])} (median; p90 "
-        f"{c.ms(ours['round_interval_p90_s'])}), controller CPU {c.ms(ours['controller_cpu_per_round_s'])} "
-        f"(of which ControlMaster {c.ms(win['controller_master_cpu_per_host_round_s'])}), "
-        f"node CPU {c.ms(ours['node_cpu_per_round_s'])}"
+    say(
+        f"  log_poll round: wall {ms(ours['round_interval_median_s'])} (median; p90 "
+        f"{ms(ours['round_interval_p90_s'])}), controller CPU {ms(ours['controller_cpu_per_round_s'])} "
+        f"(of which ControlMaster {ms(win['controller_master_cpu_per_host_round_s'])}), "
+        f"node CPU {ms(ours['node_cpu_per_round_s'])}"
     )
     data = {"method": __doc__, "summary": summary, "floors": floors, "log_poll": ours, "blocks": blocks}
     if args.profile:
         data["profile"] = prof = profile(runner, inv, path, 40, app)
         for label, value in prof["buckets_per_round_s"].items():
-            c.say(f"    profile {label:<52} {c.ms(value)}/round")
-    c.ssh(host, f"rm -f {path}")
-    out = c.write_results("round_vs_ssh", data)
-    c.say(
+            say(f"    profile {label:<52} {ms(value)}/round")
+    ssh(host, f"rm -f {path}")
+    out = write_results("round_vs_ssh", data)
+    say(
         f"round_vs_ssh: round/ssh-true wall {summary['ratio_wall']:.2f}x, controller CPU "
         f"{summary['ratio_controller_cpu']:.2f}x (target <= 5x) -> {out}"
     )

@@ -17,7 +17,9 @@ import subprocess
 import sys
 import time
 
-import _common as c
+from _cluster import wait_for_cluster
+from _env import BENCH, RESULTS
+from _results import say, write_results
 
 BENCHES = ["round_vs_log_size", "round_vs_ssh", "error_latency", "hosts_scaling", "events_budget"]
 
@@ -63,31 +65,31 @@ def main() -> int:
     if unknown:
         ap.error(f"unknown bench(es): {', '.join(unknown)}; known: {', '.join(BENCHES)}")
     strict = args.strict
-    c.wait_for_cluster()
+    wait_for_cluster()
     summary: dict = {}
     crashed = []
     for name in names:
-        c.say(f"=== {name}")
+        say(f"=== {name}")
         t0 = time.perf_counter()
-        rc = subprocess.call([sys.executable, str(c.BENCH / f"{name}.py")])
+        rc = subprocess.call([sys.executable, str(BENCH / f"{name}.py")])
         took = time.perf_counter() - t0
         tag = os.environ.get("CVS_BENCH_TAG")
-        result = c.RESULTS / (f"{name}-{tag}.json" if tag else f"{name}.json")
+        result = RESULTS / (f"{name}-{tag}.json" if tag else f"{name}.json")
         if rc != 0 or not result.exists() or result.stat().st_mtime < time.time() - took - 1:
             crashed.append(name)
             summary[name] = {"crashed": True, "rc": rc}
             continue
         data = json.loads(result.read_text())
         summary[name] = dict(data["summary"], took_s=round(took, 1))
-    c.say("=== ratios")
+    say("=== ratios")
     for name in names:
         s = summary[name]
         if s.get("crashed"):
-            c.say(f"  {name:<18} CRASHED (rc={s['rc']})")
+            say(f"  {name:<18} CRASHED (rc={s['rc']})")
         else:
             verdict = "meets target" if s.get("meets_target") else "MISSES target"
-            c.say(f"  {name:<18} {line(name, s)} -- {verdict} ({s['took_s']:.0f}s)")
-    c.write_results("summary", {"benches": summary})
+            say(f"  {name:<18} {line(name, s)} -- {verdict} ({s['took_s']:.0f}s)")
+    write_results("summary", {"benches": summary})
     missed = [n for n in names if not summary[n].get("crashed") and not summary[n].get("meets_target")]
     return 1 if crashed or (strict and missed) else 0
 

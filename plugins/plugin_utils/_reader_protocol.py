@@ -4,7 +4,7 @@
 
 One place for what crosses the wire: the node's command line, the program sent to it (one-shot or kept), the
 request, the reply and the cursor a reply carries. The action (plugins/action/log_poll.py), the round engine
-(_log_poll_engine.py) and the benches (bench/_common.py) all use these; nothing else spells them.
+(_log_poll_engine.py) and the benches (bench/_raw_reader.py) all use these; nothing else spells them.
 """
 
 from __future__ import annotations
