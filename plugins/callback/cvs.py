@@ -116,7 +116,6 @@ import os
 import shutil
 import sys
 import tempfile
-import threading
 import time
 from dataclasses import dataclass
 from typing import Any, Iterator, Optional
@@ -124,7 +123,6 @@ from typing import Any, Iterator, Optional
 from ansible import constants as C
 from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.callback.default import CallbackModule as DefaultCallbackModule
-from ansible.utils import display as display_module
 
 from ansible_collections.cvs.cluster.plugins.plugin_utils._console import (
     DEFAULT_SPINNER,
@@ -142,14 +140,22 @@ from ansible_collections.cvs.cluster.plugins.plugin_utils._console import (
     round_lines,
     spinner_frame,
 )
+from ansible_collections.cvs.cluster.plugins.plugin_utils._console_ticker import (
+    TICK_SECONDS,
+    DisplayGuard,
+    HangUp,
+    Ticker,
+    display_heartbeat,
+    display_is_wrapped,
+    display_lock,
+    has_log_file,
+)
 from ansible_collections.cvs.cluster.plugins.plugin_utils._console_tty import LiveLine, is_interactive
 from ansible_collections.cvs.cluster.plugins.plugin_utils._log_poll_spool import (
     SPOOL_ENV,
     SPOOL_LINES_ENV,
     SpoolReader,
 )
-
-TICK_SECONDS = 0.2
 
 
 @dataclass
@@ -169,8 +175,7 @@ class CallbackModule(DefaultCallbackModule):
 
     def __init__(self) -> None:
         super().__init__()
-        # One lock for our state and the terminal: the display's own (ansible-runner holds it around events).
-        self._lock: Any = getattr(self._display, "_lock", None) or threading.RLock()
+        self._lock: Any = display_lock(self._display)
         self._mode = "normal"
         self._spinner = DEFAULT_SPINNER
         self._heartbeat = Heartbeat(30)
@@ -180,13 +185,10 @@ class CallbackModule(DefaultCallbackModule):
         self._current: Optional[_Task] = None
         self._warned: set[str] = set()
         self._force_banner = False
-        self._ticker: Optional[threading.Thread] = None
-        self._stop = threading.Event()
-        self._guard: Any = None
-        self._detached = False
-        self._dead_streams: list[Any] = []
-        self._tty_streams: list[str] = []
         self._pid = os.getpid()
+        self._ticker = Ticker(self._tick)
+        self._guard = DisplayGuard(self._display, self._lock, self._clear_live, pid=self._pid)
+        self._hang_up = HangUp()
         self._spool: Optional[SpoolReader] = None
 
     # ------------------------------------------------------------------ options and environment
@@ -203,13 +205,13 @@ class CallbackModule(DefaultCallbackModule):
         self._capture = capture_reason(
             os.environ,
             (f"{cls.__module__}.{cls.__qualname__}" for cls in type(self).__mro__),
-            _display_is_wrapped(),
+            display_is_wrapped(),
         )
         self._live = None
         self._open_spool()
         if self._spinner != "never" and not self._capture and is_interactive(sys.stdout):
             self._live = LiveLine(sys.stdout)
-            self._tty_streams = [name for name in ("stdout", "stderr") if is_interactive(getattr(sys, name))]
+            self._hang_up.watch_terminals()
 
     def _open_spool(self) -> None:
         """Where log_poll's workers (forked after this) write each round's lines and progress for the console."""
@@ -297,20 +299,7 @@ class CallbackModule(DefaultCallbackModule):
     def _clear_live(self) -> None:
         if self._live is not None and self._live.drawn and os.getpid() == self._pid:
             self._live.clear()
-            self._check_terminal()
-
-    def _check_terminal(self) -> None:
-        """After a hang-up, terminal output goes nowhere instead of failing every later display call.
-
-        Heartbeats and everything else still reach a log_path file. Without this the first failure or the
-        recap printed after the hang-up would raise EIO, and so would the warning about it.
-        """
-        if self._detached or self._live is None or not self._live.hung_up:
-            return
-        self._detached = True
-        for name in self._tty_streams:  # isatty() is False by now: a hung-up terminal fails tcgetattr
-            self._dead_streams.append(getattr(sys, name))  # keep a reference: closing it would flush into the void
-            setattr(sys, name, open(os.devnull, "w", encoding="utf-8"))  # noqa: SIM115
+            self._hang_up.check(self._live)
 
     def _tick(self, now: Optional[float] = None) -> None:
         """Redraw the in-place line, or print a heartbeat when one is due. Called from events and the ticker."""
@@ -327,67 +316,28 @@ class CallbackModule(DefaultCallbackModule):
                 self._drain_spool()
             live = self._live_for(task)
             if live is not None:
-                self._install_guard()
+                if self._guard.install():  # the line is cleared before anything else is displayed, and at exit
+                    atexit.register(self._shutdown)
                 live.draw(task.progress.status_line(now, spinner_frame(int(now / TICK_SECONDS))))
-                self._check_terminal()
+                self._hang_up.check(live)
                 if not live.broken:  # else the terminal went away while drawing: heartbeats from now on
-                    if due and display_module.logger is not None:
+                    if due and has_log_file():
                         self._display.display(task.progress.heartbeat_line(now), log_only=True)
                     return
             self._clear_live()
             if due:
-                self._heartbeat_line(task.progress.heartbeat_line(now))
-
-    def _heartbeat_line(self, line: str) -> None:
-        # Screen and log_path file separately: a terminal that went away must not cost the file its line.
-        try:
-            self._display.display(line, screen_only=True)
-            sys.stdout.flush()  # a pipe or file is block-buffered: let CI see the line now
-        except (OSError, ValueError):
-            pass
-        if display_module.logger is not None:
-            self._display.display(line, log_only=True)
-
-    def _install_guard(self) -> None:
-        """Clear the in-place line before anything else is displayed (warnings, results, other plugins)."""
-        if self._guard is not None:
-            return
-        display = self._display
-        original = display.display
-        owner = self._pid
-
-        def guarded(msg: str, *args: Any, **kwargs: Any) -> None:
-            if os.getpid() == owner and not kwargs.get("log_only"):
-                with self._lock:
-                    self._clear_live()
-                    return original(msg, *args, **kwargs)
-            return original(msg, *args, **kwargs)
-
-        display.display = guarded
-        self._guard = guarded
-        atexit.register(self._shutdown)
+                display_heartbeat(self._display, task.progress.heartbeat_line(now))
 
     def _start_ticker(self) -> None:
-        if self._ticker is not None:
-            return
-        if not self._heartbeat.enabled and self._live is None and self._spool is None:
-            return
-        self._ticker = threading.Thread(target=self._run_ticker, name="cvs-console", daemon=True)
-        self._ticker.start()
-
-    def _run_ticker(self) -> None:
-        while not self._stop.wait(TICK_SECONDS):
-            with contextlib.suppress(Exception):  # a display problem must never kill the run
-                self._tick()
+        if self._heartbeat.enabled or self._live is not None or self._spool is not None:
+            self._ticker.start()
 
     def _shutdown(self) -> None:
-        self._stop.set()
+        self._ticker.stop()
         with self._lock:
             self._current = None
             self._clear_live()
-            if self._guard is not None and self._display.__dict__.get("display") is self._guard:
-                del self._display.display
-            self._guard = None
+            self._guard.remove()
 
     # ------------------------------------------------------------------ banners
 
@@ -590,10 +540,3 @@ def _task_vars(task: Any) -> dict[str, Any]:
     except Exception:  # templating/inheritance trouble: fall back to the task's own vars
         found = getattr(task, "vars", None)
     return dict(found) if isinstance(found, dict) else {}
-
-
-def _display_is_wrapped() -> bool:
-    """True when something outside ansible-core (ansible-runner) wrapped ``Display.display``."""
-    code = getattr(display_module.Display.display, "__code__", None)
-    own = os.path.splitext(os.path.abspath(display_module.__file__))[0]
-    return code is not None and os.path.splitext(os.path.abspath(code.co_filename))[0] != own
