@@ -12,8 +12,8 @@ from typing import Any, Callable, Dict, List
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.cvs.cluster.plugins.module_utils._maxtext import maxtext_metrics as _maxtext_metrics
-from ansible_collections.cvs.cluster.plugins.module_utils._thresholds import evaluate_thresholds
+from ansible_collections.cvs.cluster.plugins.plugin_utils._maxtext import maxtext_metrics as _maxtext_metrics
+from ansible_collections.cvs.cluster.plugins.plugin_utils._thresholds import evaluate_thresholds
 
 
 def _type_name(value: Any) -> str:

@@ -9,7 +9,8 @@ from typing import Any
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.cvs.cluster.plugins.module_utils._rvs import judge_rvs, parse_rvs_output
+from ansible_collections.cvs.cluster.plugins.plugin_utils._rvs_judge import judge_rvs
+from ansible_collections.cvs.cluster.plugins.plugin_utils._rvs_parse import parse_rvs_output
 from ansible_collections.cvs.cluster.plugins.plugin_utils._rvs_record import check_rows
 
 

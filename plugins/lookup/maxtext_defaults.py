@@ -76,7 +76,7 @@ from typing import Any, List
 from ansible.errors import AnsibleLookupError
 from ansible.plugins.lookup import LookupBase
 
-from ansible_collections.cvs.cluster.plugins.module_utils._maxtext import (
+from ansible_collections.cvs.cluster.plugins.plugin_utils._maxtext import (
     DEFAULT_ERROR_PATTERNS,
     DEFAULT_IGNORE_ERROR_PATTERNS,
     completion_marker,

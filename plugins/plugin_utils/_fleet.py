@@ -30,8 +30,8 @@ import os
 import re
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
-from ansible_collections.cvs.cluster.plugins.module_utils._maxtext import parse_steps
 from ansible_collections.cvs.cluster.plugins.plugin_utils import _report_format as fmt
+from ansible_collections.cvs.cluster.plugins.plugin_utils._maxtext import parse_steps
 
 DEFAULT_TOLERANCE = 0.05
 FACTS_EQUAL = ("rocm_version", "rvs_version", "gpu_model", "gpus", "kernel")

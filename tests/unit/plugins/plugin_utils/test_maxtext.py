@@ -1,4 +1,4 @@
-"""Unit tests for module_utils/_maxtext.py, the maxtext_metrics filter and the MaxText stand-in."""
+"""Unit tests for plugin_utils/_maxtext.py, the maxtext_metrics filter and the MaxText stand-in."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.cvs.cluster.plugins.filter.maxtext_metrics import FilterModule
 from ansible_collections.cvs.cluster.plugins.filter.maxtext_metrics import maxtext_metrics as maxtext_filter
-from ansible_collections.cvs.cluster.plugins.module_utils._maxtext import (
+from ansible_collections.cvs.cluster.plugins.plugin_utils._maxtext import (
     DEFAULT_ERROR_PATTERNS,
     DEFAULT_IGNORE_ERROR_PATTERNS,
     completion_marker,
@@ -27,7 +27,7 @@ from ansible_collections.cvs.cluster.plugins.module_utils._maxtext import (
     parse_steps,
 )
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[4]
 STAND_IN = REPO / "tests/cluster/image/stand-ins/workspace/maxtext/MaxText/train.py"
 
 PREFIX = "I1202 10:00:51.000000 139 metric_logger.py:180] "

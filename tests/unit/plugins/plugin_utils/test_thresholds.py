@@ -1,4 +1,4 @@
-"""Unit tests for module_utils/_thresholds.py and the check_thresholds filter."""
+"""Unit tests for plugin_utils/_thresholds.py and the check_thresholds filter."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import pytest
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.cvs.cluster.plugins.filter.maxtext_metrics import check_thresholds
-from ansible_collections.cvs.cluster.plugins.module_utils._maxtext import maxtext_metrics
-from ansible_collections.cvs.cluster.plugins.module_utils._thresholds import evaluate_thresholds
+from ansible_collections.cvs.cluster.plugins.plugin_utils._maxtext import maxtext_metrics
+from ansible_collections.cvs.cluster.plugins.plugin_utils._thresholds import evaluate_thresholds
 
 METRICS = OrderedDict(
     [

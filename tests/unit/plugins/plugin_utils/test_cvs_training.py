@@ -6,13 +6,13 @@ from typing import Any
 
 import pytest
 
-from ansible_collections.cvs.cluster.plugins.module_utils._thresholds import evaluate_thresholds
 from ansible_collections.cvs.cluster.plugins.plugin_utils._cvs_training import (
     CvsThresholdError,
     is_threshold_file,
     threshold_cell,
     upstream_metrics,
 )
+from ansible_collections.cvs.cluster.plugins.plugin_utils._thresholds import evaluate_thresholds
 
 BF16 = "NNODES=2,STEPS=30,PRECISION=BF16"
 FILE = {
