@@ -127,7 +127,27 @@ def main() -> int:
 def _drain_split(
     proc: subprocess.Popen[bytes], selector: selectors.BaseSelector, timeout: float, out: bytearray, err: bytearray
 ) -> bool:
-    """Read stdout into ``out`` and stderr into ``err`` for up to ``timeout`` seconds; False once stdout ended."""
+    """Read stdout into ``out`` and stderr into ``err`` for up to ``timeout`` seconds; False once stdout ended.
+
+    When stdout ends, what the session wrote to stderr is read to its end too (within a second): it says why,
+    and the end of stdout may be seen before the stderr bytes written just before it."""
+    stdout_ended = _read_ready(proc, selector, timeout, out, err)
+    if stdout_ended:
+        deadline = time.monotonic() + 1.0
+        while proc.stderr in _registered(selector) and time.monotonic() < deadline:
+            _read_ready(proc, selector, max(0.0, deadline - time.monotonic()), out, err)
+    return not stdout_ended
+
+
+def _registered(selector: selectors.BaseSelector) -> list[Any]:
+    return [key.fileobj for key in selector.get_map().values()]
+
+
+def _read_ready(
+    proc: subprocess.Popen[bytes], selector: selectors.BaseSelector, timeout: float, out: bytearray, err: bytearray
+) -> bool:
+    """One select over the session's pipes; True when stdout ended."""
+    stdout_ended = False
     for key, _events in selector.select(timeout):
         if isinstance(key.fileobj, int):
             continue  # the watched process: looked at by the caller
@@ -135,12 +155,11 @@ def _drain_split(
         target = out if key.fileobj is proc.stdout else err
         if not chunk:
             selector.unregister(key.fileobj)
-            if key.fileobj is proc.stdout:
-                return False
+            stdout_ended = stdout_ended or key.fileobj is proc.stdout
             continue
         target.extend(chunk)
         del target[:-65536]
-    return True
+    return stdout_ended
 
 
 if __name__ == "__main__":
