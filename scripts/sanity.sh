@@ -5,12 +5,9 @@ cd "$(dirname "$0")/.."
 root=$PWD
 work=$(mktemp -d /var/tmp/cvs-sanity.XXXXXX)
 trap 'rm -rf "$work"' EXIT
-dest="$work/ansible_collections/cvs/cluster"
-mkdir -p "$dest"
-# tracked and untracked-but-not-ignored files, as git sees them
-git -c safe.directory='*' ls-files -co --exclude-standard -z | xargs -0 -I{} cp --parents -P {} "$dest/" 2>/dev/null || true
-mkdir -p "$work/ansible_collections/community"
-cp -r "$root/.cache/collections/ansible_collections/community/." "$work/ansible_collections/community/"
+# shellcheck source=scripts/collection_copy.sh
+source "$root/scripts/collection_copy.sh"
+dest=$(collection_copy "$root" "$work")
 # ansible-test downloads a get-pip script from a host outside the package registries: use our shim
 pip_version=$(grep -ho "pip='[0-9.]*'" "$root"/.venv/lib/python3*/site-packages/ansible_test/_internal/python_requirements.py | head -1 | tr -dc '0-9.')
 shim="$HOME/.ansible/test/cache/get_pip_${pip_version//./_}.py"
@@ -19,6 +16,6 @@ cp "$root/scripts/get_pip_shim.py" "$shim"
 cd "$dest"
 git init -q . && git add -A >/dev/null 2>&1
 export PATH="$root/.venv/bin:$PATH"
-ansible-test sanity --python "$("$root/.venv/bin/python" -c 'import sys;print(f"{sys.version_info[0]}.{sys.version_info[1]}")')" \
+ansible-test sanity --python "$(venv_python_version "$root")" \
   --requirements --color no ${SANITY_ARGS:-} \
   $(for d in tests/cluster/ bench/ scripts/ tests/integration/ tests/unit/ examples/; do [[ -e $d ]] && echo --exclude "$d"; done)
