@@ -8,7 +8,7 @@ such as ``I1202 10:00:51.000000 139 metric_logger.py:180] `` precedes it::
     completed step: 9, seconds: 5.667, TFLOP/s/device: 134.924, Tokens/s/device: 8672.758,
     total_weights: 196608, loss: 10.374        (one line in the log)
 
-Facts the parser relies on (see FORMATS.md):
+Facts the parser relies on (see docs/formats.md):
 
 * steps start at 0, the last step of an N-step run is N-1;
 * the line for step N is written when step N+1 is recorded, the last one at
