@@ -324,25 +324,12 @@ new_lines:
   description:
     - Lines delivered this call (its rounds), logs in the order of O(logs), each log's lines in file order.
     - Under O(event_budget), the oldest lines of the call; RV(new_lines_truncated) counts those left out.
-    - RV(labelled_lines) holds the same lines with the log each came from.
   returned: always
   type: list
   elements: str
-labelled_lines:
-  description:
-    - The lines of RV(new_lines), each with the C(label) and C(path) of its log, in the order they were read
-      (round after round and, in a round, read after read; a read takes the logs in the order of O(logs)).
-      RV(new_lines) groups the same lines by log instead.
-    - Under O(event_budget), the same lines as RV(new_lines) are kept (the oldest read) and RV(new_lines_truncated)
-      counts those left out of both.
-  returned: except on bad input and with O(start=arm)
-  type: list
-  elements: dict
-  sample: [{label: training, path: /tmp/run/training.log, line: 'completed step: 4, seconds: 1.0, loss: 2.20'},
-           {label: eval, path: /tmp/run/eval.log, line: 'eval step: 4, accuracy: 0.61'}]
 new_lines_truncated:
-  description: Lines of this call left out of RV(new_lines) and RV(labelled_lines) by O(event_budget) (they are in
-    O(save_dir)); C(log_states[].new_lines_truncated) counts them per log.
+  description: Lines of this call left out of RV(new_lines) by O(event_budget) (they are in O(save_dir));
+    C(log_states[].new_lines_truncated) counts them per log.
   returned: when O(event_budget) left lines out
   type: int
 new_lines_truncated_bytes:
@@ -355,7 +342,7 @@ rounds_in_call:
   type: int
 lines_spooled:
   description: True when the C(cvs.cluster.cvs) console received this call's lines through its spool (it prints
-    them from there, not from RV(labelled_lines)).
+    them from there, not from RV(new_lines)).
   returned: when the console spooled the lines
   type: bool
 log_states:

@@ -153,6 +153,35 @@ def log_label(state: Mapping[str, Any]) -> str:
     return default_label(str(path)) if path else ""
 
 
+def labelled_lines(result: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """``(label, line)`` for each of the round's ``new_lines``, sliced by ``log_states[].new_lines``.
+
+    If the counts do not add up (an older or censored result), every line keeps the label of the
+    only log, or no label when there are several.
+    """
+    lines = result.get("new_lines") or []
+    if not isinstance(lines, list):
+        return []
+    states = [s for s in (result.get("log_states") or []) if isinstance(s, Mapping)]
+    counts: list[int] = []
+    for state in states:
+        try:
+            counts.append(max(0, int(state.get("new_lines") or 0)))
+        except (TypeError, ValueError):
+            counts = []
+            break
+    if states and counts and sum(counts) == len(lines):
+        out: list[tuple[str, str]] = []
+        start = 0
+        for state, count in zip(states, counts):
+            label = log_label(state)
+            out.extend((label, line) for line in lines[start : start + count])
+            start += count
+        return out
+    fallback = log_label(states[0]) if len(states) == 1 else ""
+    return [(fallback, line) for line in lines]
+
+
 def prefix(host: str, label: str = "") -> str:
     return f"[{host}:{label}]" if label else f"[{host}]"
 
@@ -163,18 +192,8 @@ def format_log_line(host: str, label: str, line: object) -> str:
 
 
 def round_lines(host: str, result: Mapping[str, Any]) -> list[str]:
-    """Verbose rendering of one round: each of its ``labelled_lines`` once, host- and label-prefixed.
-
-    log_poll labels its lines itself; a result without them (censored, or not a round) has none to show.
-    """
-    lines = result.get("labelled_lines")
-    if not isinstance(lines, list):
-        return []
-    return [
-        format_log_line(host, str(item.get("label") or ""), item.get("line", ""))
-        for item in lines
-        if isinstance(item, Mapping)
-    ]
+    """Verbose rendering of one round: each new line once, host- and label-prefixed."""
+    return [format_log_line(host, label, line) for label, line in labelled_lines(result)]
 
 
 _EVENT_NOTES = {

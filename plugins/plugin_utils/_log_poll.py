@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, NamedTuple, Sequence
+from typing import Any, Iterable, Mapping
 
 POLICIES = ("all", "any", "first", "node0", "last")
 START_MODES = ("auto", "beginning", "end", "arm")
@@ -71,30 +71,6 @@ def compile_patterns(patterns: Any, kind: str) -> list[Pattern]:
 class LogSpec:
     path: str
     label: str
-
-
-class LabelledLine(NamedTuple):
-    """One line read from a log, with the log it came from (``log``: its index in ``logs``)."""
-
-    log: int
-    label: str
-    path: str
-    line: str
-
-    def record(self) -> dict[str, str]:
-        """The line as an element of the result's ``labelled_lines``."""
-        return {"label": self.label, "path": self.path, "line": self.line}
-
-
-def grouped_by_log(lines: Sequence[LabelledLine]) -> tuple[list[str], list[int]]:
-    """The lines grouped by log in the order of ``logs`` (the order of ``new_lines``), and each log's count.
-
-    The counts run up to the last log that has a line.
-    """
-    per_log: list[list[str]] = [[] for _log in range(max((x.log for x in lines), default=-1) + 1)]
-    for item in lines:
-        per_log[item.log].append(item.line)
-    return [line for log_lines in per_log for line in log_lines], [len(log_lines) for log_lines in per_log]
 
 
 def default_label(path: str) -> str:

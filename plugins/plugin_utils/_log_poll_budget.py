@@ -4,10 +4,9 @@
 
 ansible-runner's display callback replaces an event's ``res`` with ``{}`` when the result is longer than
 ``MAX_EVENT_RES`` (700,000 by default, AWX's too), and AWX's UI handles about 4,000 events per job. A result is
-kept under ``event_budget`` by dropping the newest of its lines, from ``new_lines`` and ``labelled_lines`` alike
-(they are in save_dir already, and the cvs console reads them from the spool, see _log_poll_spool.py) and cutting
-status strings longer than STATUS_STRING_CAP; ``call_seconds`` lets one call poll several rounds so the ``until``
-loop makes fewer events.
+kept under ``event_budget`` by dropping the newest of its ``new_lines`` (they are in save_dir already, and the
+cvs console reads them from the spool, see _log_poll_spool.py) and cutting status strings longer than
+STATUS_STRING_CAP; ``call_seconds`` lets one call poll several rounds so the ``until`` loop makes fewer events.
 
 Pure logic: no Ansible imports.
 """
@@ -18,12 +17,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-from ansible_collections.cvs.cluster.plugins.plugin_utils._log_poll import (
-    CONTEXT_LINES,
-    MAX_EVENTS,
-    LabelledLine,
-    grouped_by_log,
-)
+from ansible_collections.cvs.cluster.plugins.plugin_utils._log_poll import CONTEXT_LINES, MAX_EVENTS
 
 DEFAULT_EVENT_BUDGET = 600_000
 # ansible-runner's and AWX's MAX_EVENT_RES
@@ -46,14 +40,9 @@ def measure(result: Any) -> int:
     return max(len(json.dumps(result, default=str)), len(str(result)))
 
 
-def _element_weight(value: Any) -> int:
-    """What one more element of a list adds to ``measure``: its longer spelling plus the separator."""
-    return max(len(json.dumps(value)), len(repr(value))) + 2
-
-
-def line_weight(item: LabelledLine) -> int:
-    """What one more line adds to ``measure``: its element of ``new_lines`` and its element of ``labelled_lines``."""
-    return _element_weight(item.line) + _element_weight(item.record())
+def line_weight(line: str) -> int:
+    """What one more element of ``new_lines`` adds to ``measure``: its longer spelling plus the separator."""
+    return max(len(json.dumps(line)), len(repr(line))) + 2
 
 
 def cap_string(text: str, cap: int = STATUS_STRING_CAP) -> str:
@@ -71,25 +60,29 @@ class CallLines:
     """
 
     budget: int
-    kept: list[LabelledLine] = field(default_factory=list)
+    kept: list[tuple[int, str]] = field(default_factory=list)  # (index of the log, line)
     kept_weight: int = 0
     dropped: int = 0
     dropped_bytes: int = 0
 
-    def add(self, lines: Sequence[LabelledLine]) -> None:
-        for item in lines:
-            weight = line_weight(item)
+    def add(self, log_index: int, lines: Sequence[str]) -> None:
+        for line in lines:
+            weight = line_weight(line)
             if self.dropped or (self.budget and self.kept_weight + weight > self.budget):
                 self.dropped += 1
-                self.dropped_bytes += _line_bytes(item.line)
+                self.dropped_bytes += len(line.encode("utf-8", "surrogateescape")) + 1
                 continue
-            self.kept.append(item)
+            self.kept.append((log_index, line))
             self.kept_weight += weight
 
-
-def _line_bytes(line: str) -> int:
-    """The bytes of a line in its log, its newline included."""
-    return len(line.encode("utf-8", "surrogateescape")) + 1
+    def grouped(self, keep: int | None = None) -> tuple[list[str], list[int]]:
+        """The first ``keep`` kept lines grouped by log (the order of ``new_lines``) and each log's count."""
+        chosen = self.kept if keep is None else self.kept[:keep]
+        logs = max((index for index, _line in self.kept), default=-1) + 1
+        per_log: list[list[str]] = [[] for _log in range(logs)]
+        for index, line in chosen:
+            per_log[index].append(line)
+        return [line for lines in per_log for line in lines], [len(lines) for lines in per_log]
 
 
 def _cap_status(result: dict) -> None:
@@ -109,14 +102,12 @@ def _cap_status(result: dict) -> None:
 
 
 def _place(result: dict, lines: CallLines, keep: int, totals: Sequence[int]) -> None:
-    """``new_lines`` and ``labelled_lines`` := the first ``keep`` kept lines; ``totals``: each log's line count of
-    the call."""
-    chosen = lines.kept[:keep]
-    new_lines, counts = grouped_by_log(chosen)
+    """``new_lines`` := the first ``keep`` kept lines; ``totals``: each log's line count of the call."""
+    new_lines, counts = lines.grouped(keep)
     result["new_lines"] = new_lines
-    result["labelled_lines"] = [item.record() for item in chosen]
     truncated = len(lines.kept) - keep + lines.dropped
-    truncated_bytes = lines.dropped_bytes + sum(_line_bytes(item.line) for item in lines.kept[keep:])
+    left_out = lines.kept[keep:]
+    truncated_bytes = lines.dropped_bytes + sum(len(x.encode("utf-8", "surrogateescape")) + 1 for _index, x in left_out)
     for index, (entry, total) in enumerate(zip(result.get("log_states") or [], totals)):
         count = counts[index] if index < len(counts) else 0
         entry["new_lines"] = count
@@ -132,9 +123,6 @@ def _place(result: dict, lines: CallLines, keep: int, totals: Sequence[int]) -> 
 
 def fit(result: dict, lines: CallLines, budget: int) -> dict:
     """Put the call's lines in ``result`` under ``budget`` (0: all of them): status fields stay, the newest lines go.
-
-    The same lines go into ``new_lines`` (grouped by log) and ``labelled_lines`` (in reading order, each with its
-    label and path), so a line left out is left out of both.
 
     ``result["log_states"][i]["new_lines"]`` must hold log i's line count of the call (kept and dropped); it is set to
     the kept count, and ``new_lines_truncated`` (result and log) counts the lines left out of the event.
@@ -152,7 +140,7 @@ def fit(result: dict, lines: CallLines, budget: int) -> dict:
         _cap_status(result)
         base = measure(result)
     room = budget - base
-    weights = [line_weight(item) for item in lines.kept]
+    weights = [line_weight(line) for _index, line in lines.kept]
     keep = 0
     while keep < len(weights) and room - weights[keep] >= 0:
         room -= weights[keep]
@@ -205,7 +193,6 @@ def minimum_budget(logs: Sequence[tuple[str, str]], hosts: Sequence[str], host: 
         "failed": True,
         "completed": False,
         "new_lines": [],
-        "labelled_lines": [],
         "new_lines_truncated": 10**9,
         "new_lines_truncated_bytes": 10**15,
         "log_states": states,

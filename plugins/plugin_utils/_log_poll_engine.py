@@ -19,13 +19,11 @@ from typing import Protocol
 
 from ansible_collections.cvs.cluster.plugins.plugin_utils._log_poll import (
     HostRound,
-    LabelledLine,
     config_problem,
     context_before,
     decode_line,
     effective_group,
     format_elapsed,
-    grouped_by_log,
     never_appeared,
     no_space_left,
     policy_decided,
@@ -101,8 +99,7 @@ class RoundEngine:
         self.run_started = run_started
         self.host = settings.host
         self.state = HostRound(started=0.0, last_progress=0.0)
-        # the lines of the latest round in reading order: the one source of new_lines, labelled_lines and the spool
-        self.read_lines: list[LabelledLine] = []
+        self.delivered: dict[str, list[str]] = {}
         self.warnings: list[str] = []
 
     # ---- one call: rounds for call_seconds ------------------------------------------------
@@ -124,10 +121,14 @@ class RoundEngine:
         total = None
         while True:
             result = self.round(dict(base))
-            lines.add(self.read_lines)
+            labeled = []
+            for index, spec in enumerate(self.s.logs):
+                delivered = self.delivered.get(spec.path, [])
+                lines.add(index, delivered)
+                labeled.extend((spec.label, line) for line in delivered)
             total = merge_round(total, result)
             done = bool(result.get("finished") or result.get("failed")) or monotonic() + self.s.delay >= deadline
-            spool.write([(item.label, item.line) for item in self.read_lines], progress_of(result), last=done)
+            spool.write(labeled, progress_of(result), last=done)
             if done:
                 break
             sleep(self.s.delay)
@@ -158,7 +159,7 @@ class RoundEngine:
         now = self.clock()
         self.state = state = self._begin(now)
         state.rounds += 1
-        self.read_lines = []
+        self.delivered = {}
         self.warnings = []
         result.update(
             changed=False,
@@ -166,7 +167,6 @@ class RoundEngine:
             failed=False,
             completed=False,
             new_lines=[],
-            labelled_lines=[],
             log_states=[],
             error=None,
             timed_out=False,
@@ -309,10 +309,10 @@ class RoundEngine:
     def consume(self, reply: dict, result: dict) -> str | None:
         """Add a reply's lines and log states to result and state; return a failure reason for an error match."""
         state = self.state
-        read: list[LabelledLine] = []
+        labeled: list[tuple[str, str]] = []
         sizes: dict[str, int] = {}
         delivered = False
-        for index, (spec, log) in enumerate(zip(self.s.logs, reply.get("logs", []))):
+        for spec, log in zip(self.s.logs, reply.get("logs", [])):
             raw = b"".join(base64.b64decode(c) for c in log.get("chunks", []))
             lines = [decode_line(b) for b in split_lines(raw)]
             events = self._log_events(spec.path, spec.label, log)
@@ -330,16 +330,18 @@ class RoundEngine:
             if raw:
                 self.sink.append(spec.label, raw)
                 delivered = True
-            read.extend(LabelledLine(index, spec.label, spec.path, line) for line in lines)
+            labeled.extend((spec.label, line) for line in lines)
+            # a round may consume several reads (final drain): keep new_lines grouped by log, in the order of logs
+            self.delivered.setdefault(spec.path, []).extend(lines)
         if state.note_sizes(sizes) or delivered:
             state.last_progress = self.clock()
-        self.read_lines.extend(read)
-        return self._scan(read, result)
+        result["new_lines"] = [line for spec in self.s.logs for line in self.delivered.get(spec.path, [])]
+        return self._scan(labeled, result)
 
-    def _scan(self, read: list[LabelledLine], result: dict) -> str | None:
+    def _scan(self, labeled: list[tuple[str, str]], result: dict) -> str | None:
         state = self.state
-        round_lines = [item.line for item in read]
-        scan = scan_lines([(item.label, item.line) for item in read], self.s.errors, self.s.ignores, self.s.marker)
+        round_lines = [line for _label, line in labeled]
+        scan = scan_lines(labeled, self.s.errors, self.s.ignores, self.s.marker)
         previous = list(state.context)
         state.remember(round_lines)
         state.lines_total += len(round_lines)
@@ -441,9 +443,6 @@ class RoundEngine:
         state = self.state
         if self.host in self.store.completed():
             result["completed"] = True
-        # a round may consume several reads (a drain): new_lines groups their lines by log, in the order of logs
-        result["new_lines"] = grouped_by_log(self.read_lines)[0]
-        result["labelled_lines"] = [item.record() for item in self.read_lines]
         result.update(
             elapsed=round(self.clock() - state.started, 3),
             cursors=state.cursors,

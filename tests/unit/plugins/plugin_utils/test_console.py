@@ -15,6 +15,7 @@ from ansible_collections.cvs.cluster.plugins.plugin_utils._console import (
     fit_width,
     format_elapsed,
     has_control,
+    labelled_lines,
     live_line,
     log_event_notes,
     normalize_choice,
@@ -35,7 +36,6 @@ def poll_result(**over: Any) -> dict[str, Any]:
         "failed": False,
         "completed": False,
         "new_lines": [],
-        "labelled_lines": [],
         "log_states": [],
         "error": None,
         "timed_out": False,
@@ -144,31 +144,39 @@ def test_spinner_frames_cycle() -> None:
 # ---------------------------------------------------------------- log_poll rounds
 
 
-def test_round_lines_are_the_results_labelled_lines_host_prefixed_and_sanitized() -> None:
+def test_labelled_lines_slices_new_lines_by_log_state_counts() -> None:
+    result = poll_result(
+        new_lines=["s1", "s2", "c1"],
+        log_states=[
+            {"path": "/r/server.log", "label": "server", "new_lines": 2, "events": []},
+            {"path": "/r/client.log", "label": "client", "new_lines": 1, "events": []},
+            {"path": "/r/empty.log", "label": "empty", "new_lines": 0, "events": []},
+        ],
+    )
+    assert labelled_lines(result) == [("server", "s1"), ("server", "s2"), ("client", "c1")]
+
+
+def test_labelled_lines_default_label_and_inconsistent_counts() -> None:
+    one = poll_result(new_lines=["a", "b"], log_states=[{"path": "/r/training.log", "new_lines": 5}])
+    assert labelled_lines(one) == [("training", "a"), ("training", "b")]
+    two = poll_result(new_lines=["a"], log_states=[{"label": "x", "new_lines": 2}, {"label": "y", "new_lines": 2}])
+    assert labelled_lines(two) == [("", "a")]
+    assert labelled_lines({"censored": "hidden"}) == []
+
+
+def test_round_lines_are_host_and_label_prefixed_and_sanitized() -> None:
     result = poll_result(
         new_lines=["step 1 loss 2.1", "\x1b[31mstep 2\x1b[0m loss 2.0", "only"],
-        labelled_lines=[
-            {"label": "train", "path": "/r/t.log", "line": "step 1 loss 2.1"},
-            {"label": "eval", "path": "/r/e.log", "line": "only"},
-            {"label": "train", "path": "/r/t.log", "line": "\x1b[31mstep 2\x1b[0m loss 2.0"},
-        ],
         log_states=[
             {"path": "/r/t.log", "label": "train", "new_lines": 2, "events": []},
             {"path": "/r/e.log", "label": "eval", "new_lines": 1, "events": []},
         ],
     )
-    assert round_lines("n1", result) == [  # reading order, as log_poll gives it, not new_lines' grouping
+    assert round_lines("n1", result) == [
         "[n1:train] step 1 loss 2.1",
-        "[n1:eval] only",
         "[n1:train] step 2 loss 2.0",
+        "[n1:eval] only",
     ]
-
-
-def test_round_lines_of_a_result_without_labelled_lines_are_none() -> None:
-    assert round_lines("n1", poll_result(new_lines=["a"], log_states=[{"path": "/r/t.log", "new_lines": 1}])) == []
-    assert round_lines("n1", {"censored": "hidden"}) == []
-    odd = poll_result(labelled_lines=[{"line": "unlabelled"}, "not a mapping"])
-    assert round_lines("n1", odd) == ["[n1] unlabelled"]
 
 
 def test_log_event_notes() -> None:

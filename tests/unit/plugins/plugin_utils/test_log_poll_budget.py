@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from ansible_collections.cvs.cluster.plugins.plugin_utils._console import capture_reason
-from ansible_collections.cvs.cluster.plugins.plugin_utils._log_poll import LabelledLine
 from ansible_collections.cvs.cluster.plugins.plugin_utils._log_poll_budget import (
     ANSIBLE_OVERHEAD,
     CALL_SECONDS_ENV,
@@ -37,16 +36,10 @@ def status(counts: list[int], **extra: object) -> dict:
     return result
 
 
-def labelled(log: int, lines: list[str]) -> list[LabelledLine]:
-    path, label = LOGS[log]
-    return [LabelledLine(log, label, path, line) for line in lines]
-
-
 def call_lines(budget: int, per_log: list[list[str]]) -> CallLines:
-    """The lines of one round that read each log in turn."""
     lines = CallLines(budget)
     for index, chunk in enumerate(per_log):
-        lines.add(labelled(index, chunk))
+        lines.add(index, chunk)
     return lines
 
 
@@ -61,11 +54,6 @@ def test_a_result_under_budget_keeps_every_line() -> None:
     lines = call_lines(10_000, [["a1", "a2"], ["b1"]])
     result = fit(status([2, 1]), lines, 10_000)
     assert result["new_lines"] == ["a1", "a2", "b1"]
-    assert [(x["label"], x["path"], x["line"]) for x in result["labelled_lines"]] == [
-        ("a", "/var/log/a.log", "a1"),
-        ("a", "/var/log/a.log", "a2"),
-        ("b", "/var/log/b.log", "b1"),
-    ]
     assert "new_lines_truncated" not in result
     assert [s["new_lines"] for s in result["log_states"]] == [2, 1]
 
@@ -83,7 +71,6 @@ def test_over_budget_drops_the_newest_lines_and_counts_them() -> None:
     assert 0 < len(kept) < 6000
     assert result["new_lines_truncated"] == 6000 - len(kept)
     assert result["new_lines_truncated_bytes"] == sum(len(x) + 1 for x in (a + b)[len(kept) :])
-    assert [x["line"] for x in result["labelled_lines"]] == kept  # the same lines left out of both
     counts = [s["new_lines"] for s in result["log_states"]]
     assert sum(counts) == len(kept)
     assert [s.get("new_lines_truncated", 0) for s in result["log_states"]] == [3000 - counts[0], 3000 - counts[1]]
@@ -98,21 +85,20 @@ def test_the_trim_is_deterministic_and_as_full_as_the_budget_allows() -> None:
     second = fit(status([5000, 0]), call_lines(budget, [a, []]), budget)
     assert first == second
     assert measure(first) <= budget - ANSIBLE_OVERHEAD
-    kept = len(first["new_lines"])
-    more = dict(first, new_lines=a[: kept + 1], labelled_lines=[x.record() for x in labelled(0, a[: kept + 1])])
+    more = dict(first, new_lines=a[: len(first["new_lines"]) + 1])
     assert measure(more) > budget - ANSIBLE_OVERHEAD - 400  # at most a line or so short of full
 
 
 def test_budget_zero_keeps_everything() -> None:
     a = ["z" * 1000] * 2000
     result = fit(status([2000, 0]), call_lines(0, [a, []]), 0)
-    assert len(result["new_lines"]) == len(result["labelled_lines"]) == 2000 and "new_lines_truncated" not in result
+    assert len(result["new_lines"]) == 2000 and "new_lines_truncated" not in result
     assert measure(result) > RUNNER_MAX_EVENT_RES
 
 
 def test_lines_past_the_budget_are_counted_not_held() -> None:
     lines = call_lines(1000, [["x" * 100] * 50])
-    assert 0 < len(lines.kept) < 10 and lines.dropped == 50 - len(lines.kept)
+    assert len(lines.kept) < 10 and lines.dropped == 50 - len(lines.kept)
     assert lines.dropped_bytes == 101 * lines.dropped
 
 
@@ -124,7 +110,7 @@ def test_long_status_strings_are_capped_when_they_alone_exceed_the_budget() -> N
     budget = 100_000
     fitted = fit(result, call_lines(budget, [[huge], []]), budget)
     assert measure(fitted) <= budget
-    assert fitted["new_lines"] == [] and fitted["labelled_lines"] == [] and fitted["new_lines_truncated"] == 1
+    assert fitted["new_lines"] == [] and fitted["new_lines_truncated"] == 1
     assert fitted["error"]["line"].startswith("E" * STATUS_STRING_CAP) and "more characters" in fitted["error"]["line"]
     assert fitted["error"]["context"][1] == "short" and fitted["error"]["name"] == "boom"
     assert fitted["finished"] is True
@@ -143,30 +129,6 @@ def test_minimum_holds_the_largest_status_of_the_task() -> None:
     result = status([0, 0], error=error, msg=huge, last_line=huge, events=events, warnings=[huge] * 9)
     result["group"]["hosts"] = hosts
     assert measure(fit(result, call_lines(minimum, [[huge] * 3, []]), minimum)) <= minimum
-
-
-def test_labelled_lines_keep_reading_order_and_new_lines_stay_grouped_by_log() -> None:
-    lines = CallLines(0)
-    for round_lines in (labelled(0, ["a1"]) + labelled(1, ["b1"]), labelled(1, ["b2"]) + labelled(0, ["a2"])):
-        lines.add(round_lines)
-    result = fit(status([2, 2]), lines, 0)
-    assert [x["line"] for x in result["labelled_lines"]] == ["a1", "b1", "b2", "a2"]
-    assert result["new_lines"] == ["a1", "a2", "b1", "b2"]
-    assert [s["new_lines"] for s in result["log_states"]] == [2, 2]
-
-
-def test_the_budget_keeps_the_oldest_lines_read_in_both_keys() -> None:
-    a = [f"a{i:04d} " + "x" * 200 for i in range(400)]
-    b = [f"b{i:04d} " + "y" * 200 for i in range(400)]
-    lines = CallLines(60_000)
-    for index in range(400):  # rounds that each read one line of a, then one of b
-        lines.add(labelled(0, [a[index]]) + labelled(1, [b[index]]))
-    result = fit(status([400, 400]), lines, 60_000)
-    read = [x["line"] for x in result["labelled_lines"]]
-    assert 0 < len(read) < 800 and read == [line for pair in zip(a, b) for line in pair][: len(read)]
-    assert sorted(result["new_lines"]) == sorted(read)
-    assert result["new_lines_truncated"] == 800 - len(read)
-    assert measure(result) <= 60_000 - ANSIBLE_OVERHEAD
 
 
 @pytest.mark.parametrize(

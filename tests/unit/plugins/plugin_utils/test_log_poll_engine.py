@@ -313,38 +313,6 @@ def test_new_lines_stay_grouped_by_log_across_the_drain(tmp_path: Path) -> None:
     assert all(x.startswith(("a", "D")) for x in lines[:first_b]) and all(x.startswith("b") for x in lines[first_b:])
 
 
-def test_labelled_lines_name_each_lines_log_in_reading_order_once_across_rounds(tmp_path: Path) -> None:
-    other = "/var/log/other.log"
-    logs = [{"path": LOG, "label": "train"}, other]
-    args = {"logs": logs, "max_bytes": 1024, "complete": {"pattern": "^DONE$", "policy": "any"}}
-    group = Group(tmp_path, args, ["n1", "n2"])
-    node = group.nodes["n1"]
-    node.write(b"a1\na2\n")
-    node.write(b"b1\n", other)
-    group.round(["n1"])
-    node.write(b"a3\n")
-    group.round(["n1"])
-    first, second = group.results["n1"]
-    assert first["labelled_lines"] == [
-        {"label": "train", "path": LOG, "line": "a1"},
-        {"label": "train", "path": LOG, "line": "a2"},
-        {"label": "other", "path": other, "line": "b1"},
-    ]
-    assert second["labelled_lines"] == [{"label": "train", "path": LOG, "line": "a3"}]
-    # n2 completes the group; n1's last round reads its logs to the end, a line of each log a read (max_bytes),
-    # so reading order interleaves the logs there while new_lines stays grouped by log
-    node.write(b"".join(b"a%d %s\n" % (i, b"." * 600) for i in range(4, 7)))
-    node.write(b"".join(b"b%d %s\n" % (i, b"." * 600) for i in range(2, 5)), other)
-    group.nodes["n2"].write(b"DONE\n")
-    group.round(["n2", "n1"])
-    drained = group.last("n1")
-    assert group.finished("n1") and not drained["failed"]
-    assert [x["line"][:2] for x in drained["labelled_lines"]] == ["a4", "b2", "a5", "b3", "a6", "b4"]
-    assert [line[:2] for line in drained["new_lines"]] == ["a4", "a5", "a6", "b2", "b3", "b4"]
-    every_line = [x["line"][:2] for r in group.results["n1"] for x in r["labelled_lines"]]
-    assert len(every_line) == len(set(every_line)) == 3 + 1 + 6
-
-
 # ---- transport ------------------------------------------------------------------------------------------------
 
 
@@ -465,7 +433,6 @@ def test_a_call_polls_rounds_until_its_time_is_used_sleeping_the_delay_between(t
     assert not result["finished"] and result["new_lines"] == ["a"] and result["round"] == 4
     assert [last for _lines, last in spool.writes] == [False, False, False, True]
     assert spool.writes[0][0] == [("job", "a")]
-    assert result["labelled_lines"] == [{"label": "job", "path": LOG, "line": "a"}]  # the spool's lines, once
     group.write(b"DONE\n")
     done = group.engine("n1").call({}, spool, sleep=group.clock.sleep, monotonic=group.clock)
     assert done["finished"] and done["msg"] == "complete" and len(group.clock.slept) == 3
