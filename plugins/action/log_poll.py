@@ -22,7 +22,7 @@ from ansible.utils.display import Display
 
 from ansible_collections.cvs.cluster.plugins.module_utils._log_poll_spec import ARGUMENT_SPEC
 from ansible_collections.cvs.cluster.plugins.plugin_utils._log_poll import POLICIES, LogPollError, LogSpec
-from ansible_collections.cvs.cluster.plugins.plugin_utils._log_poll_engine import RoundEngine, arm
+from ansible_collections.cvs.cluster.plugins.plugin_utils._log_poll_engine import RoundEngine, arm, drain
 from ansible_collections.cvs.cluster.plugins.plugin_utils._log_poll_settings import (
     PollSettings,
     RunFacts,
@@ -134,10 +134,12 @@ class ActionModule(ActionBase):
         try:
             if settings.start == "arm":
                 result.update(arm(settings, self._read))
+            elif settings.start == "drain":
+                result.update(drain(settings, self._read, SaveDir(args.get("save_dir"), self._host, settings.logs)))
             else:
                 result = self._poll(result, args, task_vars, settings)
         finally:
-            if settings.start == "arm" or result.get("finished") or result.get("failed"):
+            if settings.start in ("arm", "drain") or result.get("finished") or result.get("failed"):
                 self._close_kept_reader()
         return result
 

@@ -36,7 +36,7 @@ ARGUMENT_SPEC: dict[str, Any] = {
             },
         },
     },
-    "start": {"type": "str", "default": "auto", "choices": ["auto", "beginning", "end", "arm"]},
+    "start": {"type": "str", "default": "auto", "choices": ["auto", "beginning", "end", "arm", "drain"]},
     "cursors": {"type": "dict"},
     "timeout": {"type": "float", "default": 3600},
     "stall_timeout": {"type": "float", "default": 0},

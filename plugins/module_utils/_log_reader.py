@@ -63,19 +63,23 @@ def _b64(data: bytes) -> str:
     return b2a_base64(data, newline=False).decode("ascii")
 
 
-def _read_complete(fd: int, start: int, end: int, max_bytes: int) -> "tuple[bytes, bool, bool]":
+def _read_complete(fd: int, start: int, end: int, max_bytes: int, to_end: bool = False) -> "tuple[bytes, bool, bool]":
     """Bytes from start up to the last newline before min(end, start+max_bytes).
 
     Returns (data, long_line, more). When a full max_bytes window holds no
     newline at all, the window is returned whole and long_line is True so a
     line longer than max_bytes cannot stall the cursor or grow memory. more is
     True when the window was cut by max_bytes (more bytes are waiting).
+    With to_end (start=drain, a last read), a window that reaches end is
+    returned whole: the last line counts even without its newline.
     """
     want = min(end - start, max_bytes)
     if want <= 0:
         return b"", False, False
     data = os.pread(fd, want, start)
     more = end - start > max_bytes
+    if to_end and not more:
+        return data, False, False
     cut = data.rfind(b"\n")
     if cut >= 0:
         return data[: cut + 1], False, more
@@ -262,7 +266,7 @@ def _lost(spec: dict, why: str, out: dict) -> None:
         out["lost"] = {"bytes": unread, "why": why}
 
 
-def read_log(spec: dict, max_bytes: int, start: str, fresh_after: "float | None" = None) -> dict:
+def read_log(spec: dict, max_bytes: int, start: str, fresh_after: "float | None" = None, to_end: bool = False) -> dict:
     """One read of one log. ``spec`` is the cursor sent by the controller (offset None = first sight).
 
     With ``start="auto"`` a log seen for the first time is read from byte 0, unless it was last written before
@@ -324,7 +328,7 @@ def read_log(spec: dict, max_bytes: int, start: str, fresh_after: "float | None"
         if follow and _follow_old(path, old, spec, max_bytes, st, out, rotated):
             out["chunks"] = [_b64(c) for c in out["chunks"]]
             return out
-        data, long_line, more = _read_complete(fd, offset, size, max_bytes)
+        data, long_line, more = _read_complete(fd, offset, size, max_bytes, to_end)
         if data:
             out["chunks"].append(data)
         head_len = min(size, HEAD_BYTES)
@@ -434,7 +438,7 @@ def run_round(request: dict) -> dict:
             reply["artifact"] = probe_artifact(request["artifact"]["path"])
         for spec in request.get("logs", []):
             current["what"] = "reading " + spec["path"]
-            log = read_log(spec, max_bytes, start, fresh_after)
+            log = read_log(spec, max_bytes, start, fresh_after, bool(request.get("to_end")))
             full = fs_full(spec["path"])
             if full:
                 log["full"] = full

@@ -136,9 +136,15 @@ options:
       - C(arm) records the current end of every log and returns at once with RV(cursors); pass them to the polling
         task as O(cursors) so a job launched in between is read from its first new byte. A log missing at arm time
         gets no cursor and is read from its first byte.
+      - C(drain) reads every log from its cursor in O(cursors) (a log without one from its first byte) to its end
+        now, its last line included even without a newline, appends those bytes to O(save_dir) (so a drain after a
+        poll with the same O(save_dir) completes that copy) and returns at once with them in RV(new_lines). Nothing
+        decides (no pattern, probe or completion group); a missing log is reported in RV(log_states), and only a
+        transport failure fails. For what a job wrote after its watch ended, after it was stopped; the returned
+        RV(cursors) are not for a later poll (the last one may sit mid-line).
     type: str
     default: auto
-    choices: [auto, beginning, end, arm]
+    choices: [auto, beginning, end, arm, drain]
   cursors:
     description: Start cursors keyed by path, as returned by a O(start=arm) call.
     type: dict
@@ -323,6 +329,8 @@ failed:
 new_lines:
   description:
     - Lines delivered this call (its rounds), logs in the order of O(logs), each log's lines in file order.
+    - C(log_states[].new_lines) counts each log's share, which labels every line without repeating it; the filter
+      P(cvs.cluster.labelled_lines#filter) returns them as C({label, path, line}).
     - Under O(event_budget), the oldest lines of the call; RV(new_lines_truncated) counts those left out.
   returned: always
   type: list
@@ -414,6 +422,10 @@ transport_failures:
 armed:
   description: True for a O(start=arm) call; RV(cursors) holds the start cursors.
   returned: with O(start=arm)
+  type: bool
+drained:
+  description: True for a O(start=drain) call; RV(new_lines) holds what it read and RV(cursors) where it stopped.
+  returned: with O(start=drain)
   type: bool
 aborted_by:
   description: The host whose failure stopped this one.

@@ -11,7 +11,7 @@ import unicodedata
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
-from ansible_collections.cvs.cluster.plugins.plugin_utils._log_poll import default_label, format_elapsed
+from ansible_collections.cvs.cluster.plugins.plugin_utils._log_poll import format_elapsed, labelled_lines, log_label
 
 MODES: tuple[str, ...] = ("quiet", "normal", "verbose")
 DEFAULT_MODE = "normal"
@@ -144,44 +144,6 @@ def spinner_frame(tick: int) -> str:
 # --------------------------------------------------------------------------- log_poll results
 
 
-def log_label(state: Mapping[str, Any]) -> str:
-    """A log's label: its ``label``, else log_poll's default for its ``path`` (basename without ``.log``)."""
-    label = state.get("label")
-    if label:
-        return str(label)
-    path = state.get("path")
-    return default_label(str(path)) if path else ""
-
-
-def labelled_lines(result: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """``(label, line)`` for each of the round's ``new_lines``, sliced by ``log_states[].new_lines``.
-
-    If the counts do not add up (an older or censored result), every line keeps the label of the
-    only log, or no label when there are several.
-    """
-    lines = result.get("new_lines") or []
-    if not isinstance(lines, list):
-        return []
-    states = [s for s in (result.get("log_states") or []) if isinstance(s, Mapping)]
-    counts: list[int] = []
-    for state in states:
-        try:
-            counts.append(max(0, int(state.get("new_lines") or 0)))
-        except (TypeError, ValueError):
-            counts = []
-            break
-    if states and counts and sum(counts) == len(lines):
-        out: list[tuple[str, str]] = []
-        start = 0
-        for state, count in zip(states, counts):
-            label = log_label(state)
-            out.extend((label, line) for line in lines[start : start + count])
-            start += count
-        return out
-    fallback = log_label(states[0]) if len(states) == 1 else ""
-    return [(fallback, line) for line in lines]
-
-
 def prefix(host: str, label: str = "") -> str:
     return f"[{host}:{label}]" if label else f"[{host}]"
 
@@ -193,7 +155,7 @@ def format_log_line(host: str, label: str, line: object) -> str:
 
 def round_lines(host: str, result: Mapping[str, Any]) -> list[str]:
     """Verbose rendering of one round: each new line once, host- and label-prefixed."""
-    return [format_log_line(host, label, line) for label, line in labelled_lines(result)]
+    return [format_log_line(host, item["label"], item["line"]) for item in labelled_lines(result)]
 
 
 _EVENT_NOTES = {
@@ -254,6 +216,8 @@ def failure_lines(host: str, task: str, result: Mapping[str, Any]) -> list[str]:
 
 def ok_line(host: str, result: Mapping[str, Any]) -> str:
     """The normal-mode line for a host whose log_poll finished cleanly."""
+    if result.get("armed") or result.get("drained"):
+        return f"ok: [{host}]: {sanitize(result.get('msg', ''))}"
     if result.get("completed"):
         return f"ok: [{host}]: complete (elapsed {format_elapsed(_num(result.get('elapsed')))})"
     group = result.get("group") if isinstance(result.get("group"), Mapping) else {}

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
 POLICIES = ("all", "any", "first", "node0", "last")
-START_MODES = ("auto", "beginning", "end", "arm")
+START_MODES = ("auto", "beginning", "end", "arm", "drain")
 CONTEXT_LINES = 10
 MAX_EVENTS = 100
 PROBES = ("exit_code_file", "http", "artifact")
@@ -76,6 +76,47 @@ class LogSpec:
 def default_label(path: str) -> str:
     base = os.path.basename(path.rstrip("/")) or "log"
     return base[:-4] if base.endswith(".log") and len(base) > 4 else base
+
+
+def log_label(state: Mapping[str, Any]) -> str:
+    """A log's label in a result's ``log_states``: its ``label``, else the default for its ``path``."""
+    label = state.get("label")
+    if label:
+        return str(label)
+    path = state.get("path")
+    return default_label(str(path)) if path else ""
+
+
+def labelled_lines(result: Mapping[str, Any]) -> list[dict[str, str]]:
+    """``{label, path, line}`` for each of a log_poll result's ``new_lines``.
+
+    A result labels its lines without repeating them: ``new_lines`` holds each log's lines together, logs in the
+    order of ``log_states``, and ``log_states[i].new_lines`` counts log i's share (per-line labels in the result
+    doubled its weight under the event budget). When the counts do not add up (a result an older version wrote, or
+    one a callback censored), every line keeps the label of the only log, or none when there are several.
+    """
+    lines = result.get("new_lines") or []
+    if not isinstance(lines, list):
+        return []
+    states = [s for s in (result.get("log_states") or []) if isinstance(s, Mapping)]
+    counts: list[int] = []
+    for state in states:
+        try:
+            counts.append(max(0, int(state.get("new_lines") or 0)))
+        except (TypeError, ValueError):
+            counts = []
+            break
+    if states and counts and sum(counts) == len(lines):
+        out: list[dict[str, str]] = []
+        start = 0
+        for state, count in zip(states, counts):
+            label, path = log_label(state), str(state.get("path") or "")
+            out.extend({"label": label, "path": path, "line": str(line)} for line in lines[start : start + count])
+            start += count
+        return out
+    only = states[0] if len(states) == 1 else {}
+    label, path = log_label(only), str(only.get("path") or "")
+    return [{"label": label, "path": path, "line": str(line)} for line in lines]
 
 
 def normalize_logs(logs: Any) -> list[LogSpec]:

@@ -498,3 +498,51 @@ def arm(settings: PollSettings, read: Read) -> dict:
         "log_states": [{"path": s.path, "label": s.label, "state": r["state"]} for s, r in logs],
         "msg": f"armed {len(cursors)} of {len(settings.logs)} log(s)",
     }
+
+
+def drain(settings: PollSettings, read: Read, sink: Sink) -> dict:
+    """start=drain: each log from its cursor in ``cursors`` (byte 0 without one) to its end now, appended to ``sink``.
+
+    For what a job wrote after its watch ended (after a stop): the last line counts even without its newline, and
+    nothing decides (no pattern, probe or group). A missing log is reported in ``log_states``, not failed.
+    """
+    cursors = {path: dict(c) for path, c in settings.initial_cursors.items()}
+    states = [{"path": s.path, "label": s.label, "new_lines": 0, "events": []} for s in settings.logs]
+    per_log: list[list[str]] = [[] for _spec in settings.logs]
+    for _read in range(FINAL_DRAIN_READS if settings.logs else 0):
+        reply, error = read(read_request(settings.paths, cursors, start="beginning", max_bytes=settings.max_bytes,
+                                         to_end=True))  # fmt: skip
+        if error:
+            return {"failed": True, "finished": True, "changed": False, "msg": f"log_poll could not drain: {error}"}
+        for index, (spec, log) in enumerate(zip(settings.logs, reply["logs"])):
+            raw = b"".join(base64.b64decode(c) for c in log.get("chunks", []))
+            if raw:
+                sink.append(spec.label, raw)
+            per_log[index].extend(decode_line(b) for b in split_lines(raw))
+            entry = states[index]
+            entry["state"] = log.get("state")
+            entry["events"] += [e for e in log.get("events", []) if not e.startswith("drained:")]
+            if log.get("error"):
+                entry["error"] = log["error"]
+            if log.get("lost"):
+                entry["lost_bytes"] = entry.get("lost_bytes", 0) + int(log["lost"]["bytes"])
+            if log.get("state") == "ok":
+                cursors[spec.path] = cursor_of(log)
+                entry.update(offset=log["offset"], size=log["size"])
+        if not any(log.get("more") for log in reply["logs"]):
+            break
+    lines = CallLines(settings.budget)
+    for index, log_lines in enumerate(per_log):
+        lines.add(index, log_lines)
+        states[index]["new_lines"] = len(log_lines)
+    total = sum(len(x) for x in per_log)
+    result = {
+        "finished": True,
+        "failed": False,
+        "changed": False,
+        "drained": True,
+        "cursors": cursors,
+        "log_states": states,
+        "msg": f"drained {total} line(s) from {len(settings.logs)} log(s)",
+    }
+    return fit(result, lines, settings.budget)

@@ -64,7 +64,7 @@ class PollSettings:
     state_retention: float
     initial_cursors: dict
     delay: float = 0.0
-    # the rest is set for a poll (start != arm) only
+    # the rest is set for a poll only (budget for start=drain too)
     participants: list[str] = field(default_factory=list)
     group: list[str] = field(default_factory=list)
     budget: int = 0
@@ -161,6 +161,8 @@ def poll_settings(args: Mapping[str, Any], run: RunFacts) -> PollSettings:
     }
     if args["start"] == "arm":
         return PollSettings(**common)
+    if args["start"] == "drain":
+        return PollSettings(**common, budget=args["event_budget"])
     participants = list(run.batch or [run.host])
     group = _completion_group(complete, run)
     budget = args["event_budget"]

@@ -132,8 +132,12 @@ def read_request(
     run_age: float | None = None,
     idle_timeout: int | None = None,
     probes: Mapping[str, Any] | None = None,
+    to_end: bool = False,
 ) -> dict:
-    """A round's request: every log from its cursor (from ``start`` where it has none), then the probes asked."""
+    """A round's request: every log from its cursor (from ``start`` where it has none), then the probes asked.
+
+    ``to_end`` (start=drain) also delivers a last line that has no newline yet.
+    """
     logs = []
     for path in paths:
         cursor = dict(cursors.get(path) or {})
@@ -145,6 +149,8 @@ def read_request(
         request["run_age"] = run_age
     if idle_timeout is not None:
         request["idle_timeout"] = idle_timeout
+    if to_end:
+        request["to_end"] = True
     for probe in PROBES:
         if probes and probes.get(probe):
             request[probe] = probes[probe]

@@ -212,6 +212,44 @@ def test_a_late_traceback_gets_the_same_verdict_and_full_copies_on_every_host(
         assert out.saved("watch", host, "job") == out.fetched(host, "job.log") == expected_bytes(specs[host])
 
 
+def test_a_drain_after_the_watch_completes_its_saved_copy_byte_for_byte(lp_target: Target, tmp_path: Path) -> None:
+    """start=drain after the watch ended: what the job wrote since, its last line without a newline included,
+    joins the watch's save_dir copy (the maxtext role's log copy after the stop)."""
+    sc = Scenario(lp_target, tmp_path, "drain")
+    specs = {
+        h: {
+            "path": f"{sc.dir(h)}/job.log",
+            "host": h,
+            "steps": [
+                {"ticks": 4, "every": 0.05, "marker_at": 4, "marker": "JOB DONE"},
+                {"wait_for": f"{sc.dir(h)}/watched", "timeout": 60},
+                {"write": "rank 1 stopped\nTerminated\nlast words without a newl"},
+                {"file": f"{sc.dir(h)}/written", "write": "1"},
+            ],
+        }
+        for h in lp_target.hosts
+    }
+    sc.writer("job", specs)
+    sc.poll("watch", {"logs": ["{{ lp_dir }}/job.log"], "complete": {"pattern": "^JOB DONE$"}}, delay=0.2, save=True)
+    sc.shell(
+        "the job writes after the watch",
+        "touch {{ lp_dir }}/watched && timeout 60 sh -c 'until [ -e {{ lp_dir }}/written ]; do sleep 0.05; done'",
+    )
+    drain = {"logs": ["{{ lp_dir }}/job.log"], "cursors": "{{ lp_result_1.cursors }}", "start": "drain"}
+    sc.poll("drain", {**drain, "save_dir": str(sc.out / "saved" / "watch")})
+    sc.fetch("job.log")
+
+    out = sc.run()
+    assert out.proc.returncode == 0, out.tail()
+    for host in lp_target.hosts:
+        assert out.result("watch", host)["completed"], out.result("watch", host)["msg"]
+        drained = out.result("drain", host)
+        assert drained["drained"] and drained["finished"] and not drained["failed"], drained["msg"]
+        assert drained["new_lines"][-3:] == ["rank 1 stopped", "Terminated", "last words without a newl"]
+        assert "JOB DONE" not in drained["new_lines"]  # the watch's lines are not read again
+        assert out.saved("watch", host, "job") == out.fetched(host, "job.log") == expected_bytes(specs[host])
+
+
 def test_a_253_character_fqdn_polls(lp_target: Target, tmp_path: Path) -> None:
     """A valid 253-character FQDN as the inventory name (an alias of the first host): its state files fit."""
     fqdn = ".".join(["a" * 63, "b" * 63, "c" * 63, "d" * 57 + "-lp"])

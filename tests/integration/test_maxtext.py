@@ -214,6 +214,10 @@ def test_nan_on_node2_fails_fast_and_stops_every_node(
     for node, rec in results.items():
         assert rec["stop"].startswith("stopped ") and "processes of group" in rec["stop"], (node, rec["stop"])
         assert _last_step(Path(rec["log"])) < nan_step + 24, node
+        # the kept copy is what the watch read plus what log_poll's drain read after the stop: the whole log,
+        # byte for byte, with the steps written between the end of the watch and the stop
+        on_node = tmp_path.parent / f"{tmp_path.name}-probe" / f"{node}.training.log"
+        assert Path(rec["log"]).read_bytes() == on_node.read_bytes(), node
     _assert_nothing_left(node_exec, results, tmp_path)
 
 

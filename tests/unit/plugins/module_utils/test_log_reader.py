@@ -112,6 +112,21 @@ def test_more_flag_when_max_bytes_cuts_the_read(tmp_path: Path) -> None:
     assert tail.replies[-1]["more"] is False
 
 
+def test_to_end_delivers_the_last_line_without_its_newline_only_in_the_last_window(tmp_path: Path) -> None:
+    log = tmp_path / "job.log"
+    log.write_bytes(numbered(1, 100) + b"Killed: rank 2 (no newl")
+    first = reader.read_log({"path": str(log), "offset": None}, 1024, "beginning", to_end=True)
+    data = base64.b64decode(first["chunks"][0])
+    assert first["more"] and data.endswith(b"\n")  # a window cut by max_bytes still ends at a newline
+    cursor = dict(protocol.cursor_of(first), path=str(log))
+    rest = reader.read_log(cursor, 64 * 1024, "beginning", to_end=True)
+    assert not rest["more"]
+    assert data + base64.b64decode(rest["chunks"][0]) == log.read_bytes()
+    assert rest["offset"] == log.stat().st_size
+    normal = reader.read_log(cursor, 64 * 1024, "beginning")
+    assert base64.b64decode(normal["chunks"][0]).endswith(b"line 000100 \n")
+
+
 def test_long_line_without_newline_is_split_with_bounded_memory(tmp_path: Path) -> None:
     log = tmp_path / "job.log"
     big = os.urandom(5 * MIB + 100).replace(b"\n", b"x")

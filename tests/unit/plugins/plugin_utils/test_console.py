@@ -15,7 +15,6 @@ from ansible_collections.cvs.cluster.plugins.plugin_utils._console import (
     fit_width,
     format_elapsed,
     has_control,
-    labelled_lines,
     live_line,
     log_event_notes,
     normalize_choice,
@@ -144,26 +143,6 @@ def test_spinner_frames_cycle() -> None:
 # ---------------------------------------------------------------- log_poll rounds
 
 
-def test_labelled_lines_slices_new_lines_by_log_state_counts() -> None:
-    result = poll_result(
-        new_lines=["s1", "s2", "c1"],
-        log_states=[
-            {"path": "/r/server.log", "label": "server", "new_lines": 2, "events": []},
-            {"path": "/r/client.log", "label": "client", "new_lines": 1, "events": []},
-            {"path": "/r/empty.log", "label": "empty", "new_lines": 0, "events": []},
-        ],
-    )
-    assert labelled_lines(result) == [("server", "s1"), ("server", "s2"), ("client", "c1")]
-
-
-def test_labelled_lines_default_label_and_inconsistent_counts() -> None:
-    one = poll_result(new_lines=["a", "b"], log_states=[{"path": "/r/training.log", "new_lines": 5}])
-    assert labelled_lines(one) == [("training", "a"), ("training", "b")]
-    two = poll_result(new_lines=["a"], log_states=[{"label": "x", "new_lines": 2}, {"label": "y", "new_lines": 2}])
-    assert labelled_lines(two) == [("", "a")]
-    assert labelled_lines({"censored": "hidden"}) == []
-
-
 def test_round_lines_are_host_and_label_prefixed_and_sanitized() -> None:
     result = poll_result(
         new_lines=["step 1 loss 2.1", "\x1b[31mstep 2\x1b[0m loss 2.0", "only"],
@@ -244,6 +223,12 @@ def test_ok_line() -> None:
     group = {"policy": "any", "complete": 1, "total": 3}
     assert ok_line("n2", poll_result(finished=True, group=group)) == (
         "ok: [n2]: finished, the group decided (1/3 complete, policy any)"
+    )
+    drained = {"finished": True, "drained": True, "msg": "drained 3 line(s) from 1 log(s)"}
+    assert ok_line("n3", drained) == "ok: [n3]: drained 3 line(s) from 1 log(s)"
+    assert (
+        ok_line("n3", {"finished": True, "armed": True, "msg": "armed 1 of 2 log(s)"})
+        == "ok: [n3]: armed 1 of 2 log(s)"
     )
 
 

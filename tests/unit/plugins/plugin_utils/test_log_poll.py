@@ -18,6 +18,7 @@ from ansible_collections.cvs.cluster.plugins.plugin_utils._log_poll import (
     default_label,
     effective_group,
     format_elapsed,
+    labelled_lines,
     normalize_logs,
     normalize_policy,
     policy_decided,
@@ -328,3 +329,37 @@ def test_no_space_left_names_host_path_and_df_only_for_a_log_that_did_not_grow()
         "code file /run/exit_code (empty); the job cannot record its exit status"
     )
     assert lp.no_space_left("n1", {"logs": [], "exit_code": {"present": True, "code": 0, "full": full}}, "/x") is None
+
+
+# ---------------------------------------------------------------- the lines of a result
+
+
+def test_labelled_lines_slices_new_lines_by_log_state_counts() -> None:
+    result = {
+        "new_lines": ["s1", "s2", "c1"],
+        "log_states": [
+            {"path": "/r/server.log", "label": "server", "new_lines": 2, "events": []},
+            {"path": "/r/client.log", "label": "client", "new_lines": 1, "events": []},
+            {"path": "/r/empty.log", "label": "empty", "new_lines": 0, "events": []},
+        ],
+    }
+    assert labelled_lines(result) == [
+        {"label": "server", "path": "/r/server.log", "line": "s1"},
+        {"label": "server", "path": "/r/server.log", "line": "s2"},
+        {"label": "client", "path": "/r/client.log", "line": "c1"},
+    ]
+
+
+def test_labelled_lines_default_label_and_inconsistent_counts() -> None:
+    one = {"new_lines": ["a", "b"], "log_states": [{"path": "/r/training.log", "new_lines": 5}]}
+    assert labelled_lines(one) == [
+        {"label": "training", "path": "/r/training.log", "line": "a"},
+        {"label": "training", "path": "/r/training.log", "line": "b"},
+    ]
+    two = {"new_lines": ["a"], "log_states": [{"label": "x", "new_lines": 2}, {"label": "y", "new_lines": 2}]}
+    assert labelled_lines(two) == [{"label": "", "path": "", "line": "a"}]
+    assert labelled_lines({"new_lines": ["a"], "log_states": [{"label": "x", "new_lines": "many"}]}) == [
+        {"label": "x", "path": "", "line": "a"}
+    ]
+    assert labelled_lines({"censored": "hidden"}) == []
+    assert labelled_lines({"new_lines": "not a list"}) == []

@@ -21,6 +21,7 @@ from ansible_collections.cvs.cluster.plugins.plugin_utils._log_poll_engine impor
     JOIN_GRACE,
     RoundEngine,
     arm,
+    drain,
 )
 from ansible_collections.cvs.cluster.plugins.plugin_utils._log_poll_settings import RunFacts, poll_settings
 from ansible_collections.cvs.cluster.plugins.plugin_utils._log_poll_state import StateStore
@@ -74,11 +75,13 @@ class FakeNode:
         if data is None:
             return {"path": cursor["path"], "state": "missing", "chunks": [], "events": []}
         offset = cursor.get("offset")
-        whole = data.rfind(b"\n") + 1  # a partial last line waits for its newline
+        # a partial last line waits for its newline, except in a read to the end (start=drain)
+        whole = len(data) if request.get("to_end") else data.rfind(b"\n") + 1
         if offset is None:
             offset = whole if request["start"] in ("end", "arm") else 0
         piece = data[offset:whole][: request["max_bytes"]]
-        piece = piece[: piece.rfind(b"\n") + 1]
+        if offset + len(piece) < whole or not request.get("to_end"):
+            piece = piece[: piece.rfind(b"\n") + 1]
         end = offset + len(piece)
         return {
             "path": cursor["path"],
@@ -447,6 +450,54 @@ def test_arm_takes_the_cursor_of_each_log_where_it_ends(tmp_path: Path) -> None:
     assert [s["state"] for s in armed["log_states"]] == ["ok", "missing"]
     group.nodes["n1"].down = 1
     assert arm(settings, group.nodes["n1"].read)["msg"].startswith("log_poll could not arm: n1: connection failed")
+
+
+class SavedBytes:
+    """save_dir as the engine sees it: reset, then appended to."""
+
+    def __init__(self) -> None:
+        self.data: dict[str, bytes] = {}
+
+    def reset(self) -> None:
+        self.data = {}
+
+    def append(self, label: str, raw: bytes) -> None:
+        self.data[label] = self.data.get(label, b"") + raw
+
+
+def test_drain_appends_what_came_after_the_watch_its_last_line_without_newline_included(tmp_path: Path) -> None:
+    group = Group(tmp_path, {"max_bytes": 1024, "complete": {"pattern": "DONE"}}, hosts=["n1"])
+    node = group.nodes["n1"]
+    saved = SavedBytes()
+    node.write(b"step 1\nstep 2\nDONE\n")
+    settings = poll_settings(group.args, RunFacts(host="n1", batch=["n1"], play_hosts=["n1"]))
+    watched = RoundEngine(settings, StateStore(group.args["state_dir"], "run", "task"), node.read, clock=group.clock,
+                          sink=saved).round({})  # fmt: skip
+    assert watched["finished"] and saved.data["job"] == node.files[LOG]
+    node.write(b"".join(b"rank 1 echo %04d\n" % i for i in range(200)) + b"Terminated (no newline")
+    args = dict(group.args, start="drain", cursors=watched["cursors"])
+    drained = drain(poll_settings(args, RunFacts(host="n1", batch=["n1"], play_hosts=["n1"])), node.read, saved)
+    assert saved.data["job"] == node.files[LOG]  # byte for byte, over several max_bytes windows
+    assert drained["finished"] and not drained["failed"] and drained["drained"]
+    assert drained["new_lines"][0] == "rank 1 echo 0000" and drained["new_lines"][-1] == "Terminated (no newline"
+    assert drained["log_states"][0]["new_lines"] == 201 and drained["msg"] == "drained 201 line(s) from 1 log(s)"
+    assert drained["cursors"][LOG]["offset"] == len(node.files[LOG])
+
+
+def test_drain_reports_a_missing_log_cuts_to_the_budget_and_names_a_transport_failure(tmp_path: Path) -> None:
+    group = Group(tmp_path, {}, hosts=["n1"])
+    node = group.nodes["n1"]
+    node.write(b"".join(b"x" * 100 + b" %05d\n" % i for i in range(3000)))
+    args = dict(group.args, start="drain", logs=[LOG, "/var/log/never.log"], event_budget=50_000)
+    settings = poll_settings(args, RunFacts(host="n1", batch=["n1"], play_hosts=["n1"]))
+    saved = SavedBytes()
+    drained = drain(settings, node.read, saved)
+    assert saved.data["job"] == node.files[LOG] and "never" not in saved.data
+    assert [s["state"] for s in drained["log_states"]] == ["ok", "missing"]
+    assert 0 < len(drained["new_lines"]) < 3000 and drained["new_lines_truncated"] == 3000 - len(drained["new_lines"])
+    node.down = 1
+    failed = drain(settings, node.read, SavedBytes())
+    assert failed["failed"] and failed["msg"] == "log_poll could not drain: n1: connection failed: Connection refused"
 
 
 def test_the_engine_module_reads_no_clock_of_its_own() -> None:
