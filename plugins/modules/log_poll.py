@@ -38,6 +38,8 @@ description:
     on a full file system.
   - Each round runs the completion probes on the node before it reads the logs, so whatever the job wrote before its
     exit code, health answer or artifact appeared is scanned in the same round.
+  - When a host's last three rounds each came more than the task's C(delay) (and more than 2 s) late, the task warns
+    once, naming the host, the interval measured and a delay that fits; a poll never lags silently.
   - A transport failure (unreachable host, timeout, output that is not a reply of the reader) never moves a cursor;
     after O(transport_retries) consecutive failures the host fails, naming itself and the last error.
   - This is an action plugin; the read on the node is a small standard-library Python program run with the

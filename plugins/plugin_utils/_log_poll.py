@@ -15,6 +15,9 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
 POLICIES = ("all", "any", "first", "node0", "last")
+# a host whose last LAG_ROUNDS rounds each came more than max(delay, LAG_MIN_SECONDS) late gets a warning
+LAG_ROUNDS = 3
+LAG_MIN_SECONDS = 2.0
 START_MODES = ("auto", "beginning", "end", "arm", "drain")
 CONTEXT_LINES = 10
 MAX_EVENTS = 100
@@ -252,6 +255,9 @@ class HostRound:
     appeared: list = field(default_factory=list)
     # warnings of every round (lost bytes), repeated in the final result so that Ansible shows them
     warnings: list = field(default_factory=list)
+    # when the last round began, and the intervals between the last rounds (see round_lag)
+    last_round_at: float | None = None
+    intervals: list = field(default_factory=list)
 
     def remember(self, lines: list[str]) -> None:
         if lines:
@@ -276,6 +282,25 @@ class HostRound:
     def from_dict(cls, data: Mapping) -> HostRound:
         known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
         return cls(**known)
+
+
+def round_lag(intervals: Iterable[float], delay: float) -> float | None:
+    """The median interval between a host's last LAG_ROUNDS rounds when each one came later than ``delay`` by more
+    than max(delay, LAG_MIN_SECONDS): polling does not keep up with the delay. None otherwise (and with no delay)."""
+    recent = sorted(list(intervals)[-LAG_ROUNDS:])
+    if delay <= 0 or len(recent) < LAG_ROUNDS or recent[0] - delay <= max(delay, LAG_MIN_SECONDS):
+        return None
+    return recent[len(recent) // 2]
+
+
+def lag_warning(host: str, interval: float, delay: float, hosts: int) -> str:
+    suggested = max(int(interval) + 1, int(delay) + 1)
+    return (
+        f"log_poll does not keep up: rounds on {host} came every {interval:.1f}s instead of every {delay:g}s (the "
+        f"task's delay) with {hosts} host(s) polling, so a line is seen up to {interval:.0f}s after it is written "
+        f"(controller CPU, forks or slow reads on the node). Set delay to {suggested}s or more, or poll fewer hosts "
+        "from one controller (AWX job slicing, serial batches)"
+    )
 
 
 def context_before(previous: list[str], round_lines: list[str], index: int) -> list[str]:

@@ -18,16 +18,19 @@ from collections.abc import Callable
 from typing import Protocol
 
 from ansible_collections.cvs.cluster.plugins.plugin_utils._log_poll import (
+    LAG_ROUNDS,
     HostRound,
     config_problem,
     context_before,
     decode_line,
     effective_group,
     format_elapsed,
+    lag_warning,
     never_appeared,
     no_space_left,
     policy_decided,
     probe_outcome,
+    round_lag,
     scan_lines,
     split_lines,
 )
@@ -161,6 +164,7 @@ class RoundEngine:
         state.rounds += 1
         self.delivered = {}
         self.warnings = []
+        self._note_interval(now)
         result.update(
             changed=False,
             finished=False,
@@ -216,6 +220,20 @@ class RoundEngine:
         if verdict and verdict["state"] == "complete":
             return self._final_drain(result)
         return self._progress(result)
+
+    def _note_interval(self, now: float) -> None:
+        """Warn once per task when this host's rounds come much later than the task's delay."""
+        state = self.state
+        if state.transport_failures:  # a node that does not answer is late for its own reason (and named for it)
+            state.intervals = []
+        elif state.last_round_at is not None:
+            state.intervals = [*state.intervals, round(now - state.last_round_at, 3)][-LAG_ROUNDS:]
+        state.last_round_at = now
+        interval = round_lag(state.intervals, self.s.delay)
+        if interval is not None and self.store.claim("lag-warning"):
+            warning = lag_warning(self.host, interval, self.s.delay, len(self.s.participants) or 1)
+            self.warnings.append(warning)
+            state.warnings.append(warning)
 
     def request(self, probes: bool = True) -> dict:
         # start=end applies to what exists at the first read; a log that appears later is new from byte 0

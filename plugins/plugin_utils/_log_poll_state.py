@@ -238,6 +238,14 @@ class StateStore:
         names = (n for n in os.listdir(directory) if n.startswith(("h-", "x-")))
         return {h for h in (_file_host(n, directory) for n in names) if h is not None}
 
+    def claim(self, name: str) -> bool:
+        """True for the first host of this generation that claims ``name`` (a warning given once per task)."""
+        try:
+            with open(os.path.join(self.gen_path, f"claimed-{name}"), "x"):
+                return True
+        except FileExistsError:
+            return False
+
     def decision(self) -> dict | None:
         return _read_json(os.path.join(self.gen_path, "decision.json"))
 

@@ -250,6 +250,34 @@ def test_a_drain_after_the_watch_completes_its_saved_copy_byte_for_byte(lp_targe
         assert out.saved("watch", host, "job") == out.fetched(host, "job.log") == expected_bytes(specs[host])
 
 
+SLOW_PYTHON = "printf '#!/bin/sh\\nsleep 2.5\\nexec %s \"$@\"\\n' {{ lp_python }} > {{ lp_dir }}/slowpy"
+LAG = re.compile(r"rounds on (\S+) came every ([0-9.]+)s instead of every 0.2s .* Set delay to (\d+)s")
+
+
+def test_rounds_that_cannot_keep_up_with_the_delay_are_warned_about_once(lp_target: Target, tmp_path: Path) -> None:
+    """Every read takes 2.5 s on the nodes (a slow interpreter start) at delay 0.2: the poll still finishes, and
+    one warning names a host, the interval its rounds really came at, and the delay to set instead."""
+    sc = Scenario(lp_target, tmp_path, "lag")
+    sc.shell("a slow interpreter", f"{SLOW_PYTHON} && chmod +x {{{{ lp_dir }}}}/slowpy")
+    steps = [{"write": "started\n"}, {"wait_for": "go"}, {"write": "JOB DONE\n"}]
+    specs = {h: {"path": f"{sc.dir(h)}/job.log", "host": h, "steps": steps} for h in lp_target.hosts}
+    for host, spec in specs.items():
+        spec["steps"] = [dict(s, wait_for=f"{sc.dir(host)}/go") if "wait_for" in s else s for s in steps]
+    sc.writer("job", specs)
+    args = {"logs": ["{{ lp_dir }}/job.log"], "complete": {"pattern": "^JOB DONE$"}, "keep_reader": False}
+    sc.poll("watch", args, delay=0.2)
+    sc.tasks[-1]["vars"] = {"ansible_python_interpreter": "{{ lp_dir }}/slowpy"}
+
+    out = sc.run(during=sc.go_after_rounds("watch", 4, "go"))
+    assert out.proc.returncode == 0, out.tail()
+    warnings = [w for h in lp_target.hosts for w in out.result("watch", h).get("warnings", [])]
+    assert len(warnings) == 1, warnings
+    match = LAG.search(warnings[0])
+    assert match and match.group(1) in lp_target.hosts, warnings[0]
+    assert float(match.group(2)) >= 2.5 and int(match.group(3)) >= 3, warnings[0]
+    assert (out.proc.stdout + out.proc.stderr).count("log_poll does not keep up") == 1
+
+
 def test_a_253_character_fqdn_polls(lp_target: Target, tmp_path: Path) -> None:
     """A valid 253-character FQDN as the inventory name (an alias of the first host): its state files fit."""
     fqdn = ".".join(["a" * 63, "b" * 63, "c" * 63, "d" * 57 + "-lp"])

@@ -19,10 +19,12 @@ from ansible_collections.cvs.cluster.plugins.plugin_utils._log_poll import (
     effective_group,
     format_elapsed,
     labelled_lines,
+    lag_warning,
     normalize_logs,
     normalize_policy,
     policy_decided,
     probe_outcome,
+    round_lag,
     scan_lines,
     split_lines,
 )
@@ -363,3 +365,29 @@ def test_labelled_lines_default_label_and_inconsistent_counts() -> None:
     ]
     assert labelled_lines({"censored": "hidden"}) == []
     assert labelled_lines({"new_lines": "not a list"}) == []
+
+
+# ---------------------------------------------------------------- rounds that do not keep up with the delay
+
+
+@pytest.mark.parametrize(
+    ("intervals", "delay", "lag"),
+    [
+        ([5.2, 5.1, 5.3], 5.0, None),  # on time
+        ([12.0, 11.5, 13.0], 5.0, 12.0),  # every round more than a delay late: the median
+        ([12.0, 5.1, 13.0], 5.0, None),  # one round on time: a hiccup, not a fleet too large
+        ([12.0, 13.0], 5.0, None),  # too few rounds to say
+        ([2.1, 2.0, 2.2], 0.2, None),  # small delays: late by less than 2 s is load, not lag
+        ([2.5, 2.6, 2.7], 0.2, 2.6),
+        ([9.0, 9.0, 9.0], 0.0, None),  # no delay, nothing to keep up with
+        ([1.0, 20.0, 21.0, 22.0], 5.0, 21.0),  # only the last rounds count
+    ],
+)
+def test_round_lag(intervals: list, delay: float, lag: object) -> None:
+    assert round_lag(intervals, delay) == lag
+
+
+def test_lag_warning_names_host_interval_delay_and_what_to_change() -> None:
+    text = lag_warning("node7", 12.4, 5.0, 1024)
+    assert "rounds on node7 came every 12.4s instead of every 5s" in text and "1024 host(s)" in text
+    assert "Set delay to 13s or more" in text and "AWX job slicing" in text

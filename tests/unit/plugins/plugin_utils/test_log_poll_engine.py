@@ -441,6 +441,37 @@ def test_a_call_polls_rounds_until_its_time_is_used_sleeping_the_delay_between(t
     assert done["finished"] and done["msg"] == "complete" and len(group.clock.slept) == 3
 
 
+def test_rounds_that_come_late_are_warned_about_once_per_task(tmp_path: Path) -> None:
+    group = Group(tmp_path, {"complete": {"pattern": "^DONE$"}}, delay=1.0)
+    group.write(b"start\n")
+    for _round in range(4):  # every host's rounds come 5 s apart at delay 1: 3 intervals late by 4 s
+        group.round()
+        group.clock.advance(5.0)
+    warned = [w for h in HOSTS for r in group.results[h] for w in r.get("warnings", []) if "keep up" in w]
+    assert len(warned) == 1 and "came every 5.0s instead of every 1s (the task's delay) with 3 host(s)" in warned[0]
+    group.write(b"DONE\n")
+    group.round()
+    group.round()  # n1 and n2 completed before n3 did: the group decides in their next round
+    finals = [group.last(h) for h in HOSTS]
+    assert all(r["finished"] for r in finals)
+    # the final result of the host that warned repeats it (Ansible shows a task's last result's warnings)
+    assert sum(any("keep up" in w for w in r.get("warnings", [])) for r in finals) == 1
+
+
+def test_rounds_on_time_or_late_from_a_transport_failure_are_not_warned_about(tmp_path: Path) -> None:
+    group = Group(tmp_path, {"complete": {"pattern": "^DONE$"}}, hosts=["n1"], delay=1.0)
+    group.write(b"start\n")
+    group.round()
+    group.clock.advance(1.1)
+    group.nodes["n1"].down = 4  # sshd down: 4 rounds fail, 5 s apart (connect timeouts), then it answers again
+    for _round in range(6):
+        group.round()
+        group.clock.advance(5.0 if group.nodes["n1"].down else 1.1)
+    results = group.results["n1"]
+    assert [bool(r["transport_error"]) for r in results] == [False, True, True, True, True, False, False]
+    assert not [w for r in results for w in r.get("warnings", [])]
+
+
 def test_arm_takes_the_cursor_of_each_log_where_it_ends(tmp_path: Path) -> None:
     group = Group(tmp_path, {"start": "arm", "logs": [LOG, "/var/log/later.log"]}, hosts=["n1"])
     group.write(b"old DONE\n")
