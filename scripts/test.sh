@@ -34,6 +34,6 @@ phase lint bash scripts/lint.sh
 phase sanity bash scripts/sanity.sh
 phase cluster-up env NODES="${NODES:-3}" bash tests/cluster/up.sh
 if [[ $status -eq 0 || -z "${CVS_STOP_ON_FAILURE:-}" ]]; then
-  phase integration "$PY" -m pytest tests/integration -q -p no:cacheprovider -rfE
+  phase integration "$PY" -m pytest tests/integration -q -p no:cacheprovider -rfE --durations=30
 fi
 exit $status

@@ -81,6 +81,24 @@ class Spool(Protocol):
     def write(self, labeled: list[tuple[str, str]], progress: dict, last: bool = False) -> None: ...
 
 
+def delivered_bytes(log: dict) -> tuple[bytes, list[str]]:
+    """The bytes a reply's log entry delivered, and the lines they hold."""
+    raw = b"".join(base64.b64decode(c) for c in log.get("chunks", []))
+    return raw, [decode_line(b) for b in split_lines(raw)]
+
+
+def note_log_state(entry: dict, log: dict, new_lines: int, events: list[str]) -> None:
+    """Add a reply's log entry to the result's ``log_states`` entry of that log (a call may read a log twice)."""
+    entry.update(state=log.get("state"), new_lines=entry["new_lines"] + new_lines, events=entry["events"] + events)
+    entry.pop("error", None)
+    if log.get("error"):
+        entry["error"] = log["error"]
+    if log.get("lost"):
+        entry["lost_bytes"] = entry.get("lost_bytes", 0) + int(log["lost"]["bytes"])
+    if log.get("state") == "ok":
+        entry.update(offset=log["offset"], size=log["size"], more=bool(log.get("more")))
+
+
 class RoundEngine:
     """One host's rounds of one log_poll task."""
 
@@ -331,20 +349,12 @@ class RoundEngine:
         sizes: dict[str, int] = {}
         delivered = False
         for spec, log in zip(self.s.logs, reply.get("logs", [])):
-            raw = b"".join(base64.b64decode(c) for c in log.get("chunks", []))
-            lines = [decode_line(b) for b in split_lines(raw)]
+            raw, lines = delivered_bytes(log)
             events = self._log_events(spec.path, spec.label, log)
-            log_state = log.get("state")
             entry = self._entry(result, spec.path, spec.label)
-            entry.update(state=log_state, new_lines=entry["new_lines"] + len(lines), events=entry["events"] + events)
-            entry.pop("error", None)
-            if log.get("error"):
-                entry["error"] = log["error"]
-            if log.get("lost"):
-                entry["lost_bytes"] = entry.get("lost_bytes", 0) + int(log["lost"]["bytes"])
-            if log_state == "ok":
+            note_log_state(entry, log, len(lines), events)
+            if log.get("state") == "ok":
                 sizes[spec.path] = log["size"]
-                entry.update(offset=log["offset"], size=log["size"], more=bool(log.get("more")))
             if raw:
                 self.sink.append(spec.label, raw)
                 delivered = True
@@ -533,26 +543,19 @@ def drain(settings: PollSettings, read: Read, sink: Sink) -> dict:
         if error:
             return {"failed": True, "finished": True, "changed": False, "msg": f"log_poll could not drain: {error}"}
         for index, (spec, log) in enumerate(zip(settings.logs, reply["logs"])):
-            raw = b"".join(base64.b64decode(c) for c in log.get("chunks", []))
+            raw, lines = delivered_bytes(log)
             if raw:
                 sink.append(spec.label, raw)
-            per_log[index].extend(decode_line(b) for b in split_lines(raw))
-            entry = states[index]
-            entry["state"] = log.get("state")
-            entry["events"] += [e for e in log.get("events", []) if not e.startswith("drained:")]
-            if log.get("error"):
-                entry["error"] = log["error"]
-            if log.get("lost"):
-                entry["lost_bytes"] = entry.get("lost_bytes", 0) + int(log["lost"]["bytes"])
+            per_log[index].extend(lines)
+            events = [e for e in log.get("events", []) if not e.startswith("drained:")]
+            note_log_state(states[index], log, len(lines), events)
             if log.get("state") == "ok":
                 cursors[spec.path] = cursor_of(log)
-                entry.update(offset=log["offset"], size=log["size"])
         if not any(log.get("more") for log in reply["logs"]):
             break
     lines = CallLines(settings.budget)
     for index, log_lines in enumerate(per_log):
         lines.add(index, log_lines)
-        states[index]["new_lines"] = len(log_lines)
     total = sum(len(x) for x in per_log)
     result = {
         "finished": True,
