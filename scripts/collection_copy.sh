@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by sanity.sh and units.sh: ansible-test runs only from a path ending in ansible_collections/<ns>/<name>.
 # collection_copy ROOT WORK copies the tree as git sees it (tracked files and untracked ones git does not ignore)
 # to WORK/ansible_collections/cvs/cluster, with community.* beside it, and prints that directory.

@@ -16,6 +16,11 @@ cp "$root/scripts/get_pip_shim.py" "$shim"
 cd "$dest"
 git init -q . && git add -A >/dev/null 2>&1
 export PATH="$root/.venv/bin:$PATH"
+excludes=()
+for d in tests/cluster/ bench/ scripts/ tests/integration/ tests/unit/ examples/; do
+  [[ -e $d ]] && excludes+=(--exclude "$d")
+done
+# SANITY_ARGS: extra ansible-test options, split on spaces on purpose
+# shellcheck disable=SC2086
 ansible-test sanity --python "$(venv_python_version "$root")" \
-  --requirements --color no ${SANITY_ARGS:-} \
-  $(for d in tests/cluster/ bench/ scripts/ tests/integration/ tests/unit/ examples/; do [[ -e $d ]] && echo --exclude "$d"; done)
+  --requirements --color no ${SANITY_ARGS:-} "${excludes[@]}"

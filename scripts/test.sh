@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # make test: unit (pytest, then ansible-test units) -> lint -> sanity -> integration (fresh simulated cluster), teardown always.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 PY=.venv/bin/python
 export ANSIBLE_CONFIG="$PWD/ansible.cfg"
 status=0
@@ -19,6 +19,7 @@ phase() {
   fi
 }
 
+# shellcheck disable=SC2317  # run by the EXIT trap
 teardown() {
   local start=$SECONDS
   bash tests/cluster/down.sh || status=1

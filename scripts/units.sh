@@ -17,5 +17,7 @@ ln -s "$dest" "$dest/.cache/collections/ansible_collections/cvs/cluster"
 cd "$dest"
 git init -q . && git add -A >/dev/null 2>&1
 export PATH="$root/.venv/bin:$PATH"
+# UNITS_ARGS: extra ansible-test options, split on spaces on purpose
+# shellcheck disable=SC2086
 ansible-test units --local --color no \
   --python "$(venv_python_version "$root")" ${UNITS_ARGS:-}
