@@ -185,7 +185,9 @@ options:
       - Seconds one call polls before it returns. Above V(0), a call polls round after round (the task's C(delay)
         apart) until the host finished or this time is used, and returns one result for all its rounds
         (RV(rounds_in_call)), so the C(until) loop makes far fewer events; every round applies the same
-        deadlines, policies, group coordination and final drain as a call of its own.
+        deadlines, policies, group coordination and final drain as a call of its own. The wait between two rounds
+        of a call ends early when the group decides (another host failed, or the group completed), so this host
+        stops at once rather than a C(delay) later.
       - V(0) is one round per call. Unset, it is the value of E(CVS_LOG_POLL_CALL_SECONDS) in the controller's
         environment when that is set, else 120 under ansible-runner/AWX (detected from the environment runner sets,
         such as E(AWX_ISOLATED_DATA_DIR)) and V(0) elsewhere.

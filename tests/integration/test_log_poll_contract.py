@@ -254,9 +254,11 @@ SLOW_PYTHON = "printf '#!/bin/sh\\nsleep 2.5\\nexec %s \"$@\"\\n' {{ lp_python }
 LAG = re.compile(r"rounds on (\S+) came every ([0-9.]+)s instead of every 0.2s .* Set delay to (\d+)s")
 
 
+@pytest.mark.parametrize("lp_target", ["baremetal"], indirect=True)
 def test_rounds_that_cannot_keep_up_with_the_delay_are_warned_about_once(lp_target: Target, tmp_path: Path) -> None:
     """Every read takes 2.5 s on the nodes (a slow interpreter start) at delay 0.2: the poll still finishes, and
-    one warning names a host, the interval its rounds really came at, and the delay to set instead."""
+    one warning names a host, the interval its rounds really came at, and the delay to set instead. Baremetal only:
+    the intervals are measured on the controller, whatever transport the rounds take."""
     sc = Scenario(lp_target, tmp_path, "lag")
     sc.shell("a slow interpreter", f"{SLOW_PYTHON} && chmod +x {{{{ lp_dir }}}}/slowpy")
     steps = [{"write": "started\n"}, {"wait_for": "go"}, {"write": "JOB DONE\n"}]
@@ -276,6 +278,32 @@ def test_rounds_that_cannot_keep_up_with_the_delay_are_warned_about_once(lp_targ
     assert match and match.group(1) in lp_target.hosts, warnings[0]
     assert float(match.group(2)) >= 2.5 and int(match.group(3)) >= 3, warnings[0]
     assert (out.proc.stdout + out.proc.stderr).count("log_poll does not keep up") == 1
+
+
+@pytest.mark.parametrize("lp_target", ["baremetal"], indirect=True)
+def test_a_call_waiting_out_its_delay_stops_as_soon_as_another_host_fails(lp_target: Target, tmp_path: Path) -> None:
+    """call_seconds (the default under AWX): hosts waiting between two rounds of a call wake on the group's verdict.
+    The culprit polls every second, the others every 20 s; they stop within seconds of its error, not 20 s later.
+    Baremetal only: the wait and the verdict are the controller's, whatever transport the rounds take."""
+    sc = Scenario(lp_target, tmp_path, "wake")
+    culprit = lp_target.hosts[1]
+    steps = {h: [{"write": "step 1, loss: 2.0\n"}] for h in lp_target.hosts}
+    steps[culprit] += [{"sleep": 3}, {"write": "step 2, loss: nan\n"}]
+    sc.writer("job", {h: {"path": f"{sc.dir(h)}/job.log", "host": h, "steps": steps[h]} for h in lp_target.hosts})
+    args = {"logs": ["{{ lp_dir }}/job.log"], "error_patterns": {"nan": "loss: nan"}, "call_seconds": 60,
+            "complete": {"pattern": "^JOB DONE$"}}  # fmt: skip
+    sc.poll("watch", args, delay=f"{{{{ 1 if inventory_hostname == {culprit!r} else 20 }}}}")
+
+    out = sc.run()
+    failed = out.result("watch", culprit)
+    assert failed["failed"] and failed["error"]["name"] == "nan", failed["msg"]
+    for host in lp_target.hosts:
+        if host == culprit:
+            continue
+        result = out.result("watch", host)
+        assert result["aborted_by"] == culprit, result["msg"]
+        # its first round came before the error and its next one was 20 s away: it woke on the verdict instead
+        assert result["round"] == 2 and result["elapsed"] < 12, (host, result["elapsed"], result["round"])
 
 
 def test_a_253_character_fqdn_polls(lp_target: Target, tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible_collections.cvs.cluster.plugins.module_utils._log_poll_spec import ARGUMENT_SPEC
 from ansible_collections.cvs.cluster.plugins.plugin_utils import _log_poll_engine as engine_mod
 from ansible_collections.cvs.cluster.plugins.plugin_utils._log_poll_engine import (
+    DECISION_CHECK_SECONDS,
     FINAL_DRAIN_READS,
     JOIN_GRACE,
     RoundEngine,
@@ -432,13 +433,38 @@ def test_a_call_polls_rounds_until_its_time_is_used_sleeping_the_delay_between(t
 
     spool = Spool()
     result = group.engine("n1").call({}, spool, sleep=group.clock.sleep, monotonic=group.clock)
-    assert group.clock.slept == [3.0, 3.0, 3.0]  # rounds at 0, 3, 6, 9; a 5th (at 12) would overrun the call
+    # rounds at 0, 3, 6, 9 (a 5th, at 12, would overrun the call), the delays slept in slices that look for a decision
+    assert sum(group.clock.slept) == 9.0 and set(group.clock.slept) == {DECISION_CHECK_SECONDS}
     assert not result["finished"] and result["new_lines"] == ["a"] and result["round"] == 4
     assert [last for _lines, last in spool.writes] == [False, False, False, True]
     assert spool.writes[0][0] == [("job", "a")]
     group.write(b"DONE\n")
     done = group.engine("n1").call({}, spool, sleep=group.clock.sleep, monotonic=group.clock)
-    assert done["finished"] and done["msg"] == "complete" and len(group.clock.slept) == 3
+    assert done["finished"] and done["msg"] == "complete" and sum(group.clock.slept) == 9.0
+
+
+def test_a_call_waiting_between_rounds_wakes_when_another_host_fails(tmp_path: Path) -> None:
+    group = Group(tmp_path, {"call_seconds": 60, "error_patterns": {"nan": "loss: nan"}}, delay=5.0)
+    group.write(b"step 1\n")
+    slept_before_error = 1.0
+
+    def sleep(seconds: float) -> None:
+        group.clock.sleep(seconds)
+        if sum(group.clock.slept) == slept_before_error:  # n2 reads its error while n1 waits
+            group.nodes["n2"].write(b"step 2, loss: nan\n")
+            group.results["n2"].append(group.engine("n2").round({}))
+
+    class Spool:
+        lines = 0
+
+        def write(self, labeled: list, progress: dict, last: bool = False) -> None:
+            pass
+
+    result = group.engine("n1").call({}, Spool(), sleep=sleep, monotonic=group.clock)
+    assert group.last("n2")["failed"] and group.last("n2")["error"]["name"] == "nan"
+    assert result["finished"] and result["aborted_by"] == "n2"
+    # n1 stopped one look after n2's verdict (0.25 s), not at the end of its 5 s delay
+    assert sum(group.clock.slept) == slept_before_error and result["round"] == 2
 
 
 def test_rounds_that_come_late_are_warned_about_once_per_task(tmp_path: Path) -> None:
