@@ -40,6 +40,7 @@ NODES = ["node1", "node2", "node3"]
 LEASES = Path("/var/tmp/cvs/leases")  # the simulated nodes share this directory; one lease file per node
 
 # long enough that the training is still running while the test looks at it
+STAND_IN_DIR = "/tmp/cvs-ownership-no-faults"
 TRAINING: dict[str, Any] = {
     "cvs_validate_checks": ["maxtext"],
     "maxtext_steps": 100000,
@@ -47,7 +48,7 @@ TRAINING: dict[str, Any] = {
     "maxtext_stall_timeout": 120,
     "maxtext_stop_grace": 3,
     "maxtext_timeout": 900,
-    "maxtext_env": {"CVS_STAND_IN_DIR": "/tmp/cvs-ownership-no-faults"},
+    "maxtext_env": {"CVS_STAND_IN_DIR": STAND_IN_DIR},
 }
 
 MARKED = r"""
@@ -327,6 +328,10 @@ def test_concurrent_container_runs_do_not_clobber_each_other(
             assert any("train.py" in p for p in marked(node_exec, n, run_id)), n
             assert lease_holder(n) == run_id, n
         assert first.proc.poll() is None, "the first run ended before the others were checked against it"
+        # the first run was long only so that it outlasted the checks: its remaining steps take no time now
+        finish = f"mkdir -p {STAND_IN_DIR} && touch {STAND_IN_DIR}/finish"
+        for n in NODES:
+            node_exec(n, ["docker", "exec", name, "sh", "-c", finish])
         rc = first.wait(900)
     finally:
         if first.proc.poll() is None:

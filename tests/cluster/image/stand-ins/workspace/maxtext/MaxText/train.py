@@ -28,6 +28,8 @@ Faults come from ``$CVS_STAND_IN_DIR/maxtext.json`` (default directory
   (``traceback_message`` sets its last line).
 * ``slow_factor``: multiplies the step time and divides TFLOP/s/device and Tokens/s/device.
 * ``exit_code``: exit status after a complete run (default 0).
+* A file ``finish`` appearing in ``$CVS_STAND_IN_DIR`` makes the remaining steps take no time: a test that
+  needs a long run only until it has checked something ends it early, with every step and the exit as configured.
 * ``step_seconds`` (0.05), ``compile_seconds`` (0.2, added to step 0), ``tflops`` (150.0) and
   ``tokens_per_second`` (9000.0) set the nominal speed; ``devices_per_node`` (8, or the
   count in HIP_VISIBLE_DEVICES) the device count; ``seed`` (0) the jitter.
@@ -318,6 +320,7 @@ def main(argv: List[str]) -> int:
     def fmt(value: float) -> str:
         return nan_value if not math.isfinite(value) else f"{value:.3f}"
 
+    finish_file = os.path.join(os.environ.get("CVS_STAND_IN_DIR", DEFAULT_FAULT_DIR), "finish")
     pending: Optional[str] = None
     for step in range(steps):
         # The previous step's metrics are written once this step is dispatched.
@@ -330,6 +333,8 @@ def main(argv: List[str]) -> int:
             crash(step)
         jitter = 1.0 + random.Random(seed * 100003 + step).uniform(-0.01, 0.01)
         seconds = (step_seconds * slow + (compile_seconds if step == 0 else 0.0)) * jitter
+        if os.path.exists(finish_file):
+            seconds = step_seconds * 0.01
         time.sleep(seconds)
         loss = float(nan_value) if nan_at is not None and step >= nan_at else loss_at(step)
         fields = [
