@@ -142,8 +142,10 @@ options:
         now, its last line included even without a newline, appends those bytes to O(save_dir) (so a drain after a
         poll with the same O(save_dir) completes that copy) and returns at once with them in RV(new_lines). Nothing
         decides (no pattern, probe or completion group); a missing log is reported in RV(log_states), and only a
-        transport failure fails. For what a job wrote after its watch ended, after it was stopped; the returned
-        RV(cursors) are not for a later poll (the last one may sit mid-line).
+        transport failure fails. It reads at most 16 windows of O(max_bytes) per log; a log not read to its end
+        then has C(more) in RV(log_states), is named in C(msg), and a drain from the returned RV(cursors) reads on.
+        For what a job wrote after its watch ended, after it was stopped; the returned RV(cursors) are not for a
+        later poll (the last one may sit mid-line).
     type: str
     default: auto
     choices: [auto, beginning, end, arm, drain]

@@ -567,7 +567,10 @@ def drain(settings: PollSettings, read: Read, sink: Sink) -> dict:
     lines = CallLines(settings.budget)
     for index, log_lines in enumerate(per_log):
         lines.add(index, log_lines)
-    total = sum(len(x) for x in per_log)
+    msg = f"drained {sum(len(x) for x in per_log)} line(s) from {len(settings.logs)} log(s)"
+    behind = [entry["path"] for entry in states if entry.get("more")]
+    if behind:
+        msg += f"; not at the end after {FINAL_DRAIN_READS} reads: {', '.join(behind)} (drain again from these cursors)"
     result = {
         "finished": True,
         "failed": False,
@@ -575,6 +578,6 @@ def drain(settings: PollSettings, read: Read, sink: Sink) -> dict:
         "drained": True,
         "cursors": cursors,
         "log_states": states,
-        "msg": f"drained {total} line(s) from {len(settings.logs)} log(s)",
+        "msg": msg,
     }
     return fit(result, lines, settings.budget)

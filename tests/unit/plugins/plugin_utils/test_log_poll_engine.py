@@ -552,6 +552,13 @@ def test_drain_reports_a_missing_log_cuts_to_the_budget_and_names_a_transport_fa
     assert saved.data["job"] == node.files[LOG] and "never" not in saved.data
     assert [s["state"] for s in drained["log_states"]] == ["ok", "missing"]
     assert 0 < len(drained["new_lines"]) < 3000 and drained["new_lines_truncated"] == 3000 - len(drained["new_lines"])
+    long = poll_settings(
+        dict(args, max_bytes=1024, event_budget=0), RunFacts(host="n1", batch=["n1"], play_hosts=["n1"])
+    )
+    partly = drain(long, node.read, SavedBytes())  # 16 reads of 1 KiB cannot reach the end of 321 KB
+    assert partly["log_states"][0]["more"] and partly["msg"].endswith(
+        f"not at the end after 16 reads: {LOG} (drain again from these cursors)"
+    )
     node.down = 1
     failed = drain(settings, node.read, SavedBytes())
     assert failed["failed"] and failed["msg"] == "log_poll could not drain: n1: connection failed: Connection refused"
