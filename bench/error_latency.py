@@ -12,11 +12,14 @@ controller's main process. Reported per delay: latency of the erroring host, and
 the last host to stop (the others stop at their next round: "any error on any host
 stops every host"). Target: erroring host <= D + 1 s.
 
-Each delay runs in two forms, in the same process: the baseline, one round per task call (``call_seconds: 0``,
-ansible-core sleeps the delay between calls), and ``call_seconds: 120`` (the default under AWX), whose wait between
-rounds wakes when the group decides. The ratio printed is the second form's all-stopped latency over the first's.
+Each delay runs in three forms, in the same process: the baseline, one round per task call (``call_seconds: 0``,
+ansible-core sleeps the delay between calls), ``call_seconds: 120`` (the default under AWX), whose wait between
+rounds wakes when the group decides, and a fleet (``fleet: true``, one task polls every host, one round per call),
+whose last result stops every host at once. The ratios printed are each form's all-stopped latency over the
+baseline's.
 
-Defaults: 6 trials at D=2 and 4 at D=5 (CVS_BENCH_DELAYS=2,5, CVS_BENCH_TRIALS=6,4; CVS_BENCH_CALL_SECONDS=0,120).
+Defaults: 6 trials at D=2 and 4 at D=5 (CVS_BENCH_DELAYS=2,5, CVS_BENCH_TRIALS=6,4;
+CVS_BENCH_CALL_SECONDS=0,120,fleet).
 """
 
 from __future__ import annotations
@@ -48,9 +51,19 @@ def wait_polling(state_dir: Path, since: float, hosts: list[str], timeout: float
     raise RuntimeError("hosts did not start polling")
 
 
-def trial(
-    runner: Runner, inv, hosts: list[Host], delay: float, culprit: Host, rng: random.Random, call_seconds: float
-) -> dict:
+def wait_first_event(events_path: Path, timeout: float = 120) -> None:
+    """Until a fleet ran its first round (one call = one round with call_seconds 0: it sends a retry event)."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if any(e["ev"] == "retry" and e.get("task") == TASK for e in read_events(events_path)):
+            return
+        time.sleep(0.05)
+    raise RuntimeError("the fleet did not start polling")
+
+
+def trial(runner: Runner, inv, hosts: list[Host], delay: float, culprit: Host, rng: random.Random, form: str) -> dict:
+    fleet = form == "fleet"
+    call_seconds = 0.0 if fleet else float(form)
     paths = {h.name: f"{REMOTE_DIR}/latency/{h.name}.log" for h in hosts}
     for h in hosts:
         ssh(h, f"mkdir -p {REMOTE_DIR}/latency && printf 'starting\\n' > {shlex.quote(paths[h.name])}")
@@ -64,12 +77,22 @@ def trial(
         ignore_errors=False,
         timeout=300,
         call_seconds=call_seconds,
+        **({"fleet": True} if fleet else {}),
     )
-    play = {"hosts": "bench", "gather_facts": False, "tasks": [task]}
+    tasks = [task]
+    if fleet:  # the fleet's verdicts reach every host at once, in its last result
+        task["run_once"] = True
+        task["register"] = "poll"
+        tasks.append({"name": "fail the failed hosts", "ansible.builtin.fail": {"msg": "failed"},
+                      "when": "inventory_hostname in poll.failed_hosts"})  # fmt: skip
+    play = {"hosts": "bench", "gather_facts": False, "tasks": tasks}
     started = time.time() - 1  # file times are coarser than time.time()
     proc, events_path, _ = runner.start([play], inv, forks=len(hosts))
     try:
-        wait_polling(runner.state_dir, started, [h.name for h in hosts])
+        if fleet:
+            wait_first_event(events_path)
+        else:
+            wait_polling(runner.state_dir, started, [h.name for h in hosts])
         time.sleep(rng.uniform(0, delay + 0.5))
         quoted = shlex.quote(paths[culprit.name])
         written = float(ssh(culprit, f"printf '%s\\n' {shlex.quote(ERROR_LINE)} >> {quoted}; date +%s.%N"))
@@ -80,11 +103,17 @@ def trial(
             proc.wait()
     events = read_events(events_path)
     failed = {e["host"]: e for e in events if e["ev"] == "failed" and e.get("task") == TASK}
+    if fleet:
+        done = next((e for e in events if e["ev"] == "ok" and e.get("task") == TASK), None)
+        if done is None or done["r"].get("failed_hosts") != len(hosts):
+            raise RuntimeError(f"the fleet did not stop every host: {done}")
+        failed = {h.name: done for h in hosts}
     if culprit.name not in failed:
         raise RuntimeError(f"{culprit.name} did not fail: {[e for e in events if e['ev'] != 'retry'][-5:]}")
     err = failed[culprit.name]["r"].get("error") or {}
     return {
         "delay": delay,
+        "form": form,
         "call_seconds": call_seconds,
         "written_at": written,
         "latency_erroring_host_s": failed[culprit.name]["t"] - written,
@@ -94,14 +123,18 @@ def trial(
     }
 
 
+def form_name(form: str) -> str:
+    return "fleet" if form == "fleet" else f"call_seconds {form}"
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--delays", default=",".join(env_list("CVS_BENCH_DELAYS", ["2", "5"])))
     ap.add_argument("--trials", default=",".join(env_list("CVS_BENCH_TRIALS", ["6", "4"])))
     ap.add_argument("--seed", type=int, default=env_int("CVS_BENCH_SEED", 7))
-    ap.add_argument("--call-seconds", default=",".join(env_list("CVS_BENCH_CALL_SECONDS", ["0", "120"])))
+    ap.add_argument("--call-seconds", default=",".join(env_list("CVS_BENCH_CALL_SECONDS", ["0", "120", "fleet"])))
     args = ap.parse_args()
-    forms = [float(c) for c in args.call_seconds.split(",")]
+    forms = [c.strip() if c.strip() == "fleet" else f"{float(c):g}" for c in args.call_seconds.split(",")]
     delays = [float(d) for d in args.delays.split(",")]
     trials = [int(t) for t in args.trials.split(",")]
     trials += [trials[-1]] * (len(delays) - len(trials))
@@ -116,13 +149,13 @@ def main() -> int:
     say(f"error_latency: {len(hosts)} hosts, error written on {culprit.name} ({culprit.node.name})")
     per_delay = []
     for delay, count in zip(delays, trials):
-        for call_seconds in forms:
-            rows = [trial(runner, inv, hosts, delay, culprit, rng, call_seconds) for _ in range(count)]
+        for form in forms:
+            rows = [trial(runner, inv, hosts, delay, culprit, rng, form) for _ in range(count)]
             lat = [r["latency_erroring_host_s"] for r in rows]
             stop = [r["latency_all_stopped_s"] for r in rows]
             entry = {
                 "delay": delay,
-                "call_seconds": call_seconds,
+                "form": form,
                 "trials": rows,
                 "erroring_host_median_s": med(lat),
                 "erroring_host_max_s": max(lat),
@@ -134,26 +167,25 @@ def main() -> int:
             }
             per_delay.append(entry)
             say(
-                f"  delay {delay:g}s, call_seconds {call_seconds:g}: erroring host failed after median "
+                f"  delay {delay:g}s, {form_name(form)}: erroring host failed after median "
                 f"{entry['erroring_host_median_s']:.2f}s, max {entry['erroring_host_max_s']:.2f}s "
                 f"(target <= {delay + 1:g}s: {'ok' if entry['meets_target'] else 'MISSED'}); every host stopped "
                 f"after median {entry['all_stopped_median_s']:.2f}s, max {entry['all_stopped_max_s']:.2f}s "
                 f"({'ok' if entry['all_stopped_meets_target'] else 'MISSED'})"
             )
-        if len(forms) > 1:
-            base, woken = per_delay[-len(forms) :][:2]
-            ratio = woken["all_stopped_median_s"] / base["all_stopped_median_s"]
+        base, *others = per_delay[-len(forms) :]
+        for other in others:
+            ratio = other["all_stopped_median_s"] / base["all_stopped_median_s"]
             say(
                 f"  delay {delay:g}s: every host stopped after {ratio:.2f}x the baseline's median latency "
-                f"(call_seconds {forms[1]:g} over {forms[0]:g})"
+                f"({form_name(other['form'])} over {form_name(base['form'])})"
             )
     for h in hosts:
         ssh(h, f"rm -f {REMOTE_DIR}/latency/{h.name}.log")
     summary = {
         "meets_target": all(e["meets_target"] for e in per_delay),
         "all_stopped_meets_target": {
-            f"call_seconds {c:g}": all(e["all_stopped_meets_target"] for e in per_delay if e["call_seconds"] == c)
-            for c in forms
+            form_name(c): all(e["all_stopped_meets_target"] for e in per_delay if e["form"] == c) for c in forms
         },
         "worst_margin_s": min(e["target_s"] - e["erroring_host_max_s"] for e in per_delay),
         "target": "line written -> task failed <= delay + 1 s",

@@ -21,7 +21,7 @@ from _cluster import wait_for_cluster
 from _env import BENCH, RESULTS
 from _results import say, write_results
 
-BENCHES = ["round_vs_log_size", "round_vs_ssh", "error_latency", "hosts_scaling", "events_budget"]
+BENCHES = ["round_vs_log_size", "round_vs_ssh", "error_latency", "hosts_scaling", "fleet_scaling", "events_budget"]
 
 
 def line(name: str, s: dict) -> str:
@@ -45,6 +45,14 @@ def line(name: str, s: dict) -> str:
             f"controller CPU {s['controller_cpu_per_host_round_s'] * 1000:.1f} ms/host-round; "
             f"largest fleet in {s['budget_s']:g}s: {s['largest_fitting_hosts'] or 'none of ' + str(s.get('tried'))} "
             "(target 256)"
+        )
+    if name == "fleet_scaling":
+        per = ", ".join(f"{h} hosts {v * 1000:.2f} ms" for h, v in s["controller_cpu_per_host_round_s"].items())
+        base = s.get("per_host_form_cpu_per_host_round_s")
+        return (
+            f"fleet controller CPU per host-round {per} (target <= 1.5 ms at 256"
+            + (f"; per-host form {base * 1000:.1f} ms" if base else "")
+            + f"); largest fleet in a 10 s round: {s['largest_fitting_hosts']} (target 1024)"
         )
     if name == "events_budget":
         return (

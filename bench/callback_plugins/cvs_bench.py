@@ -9,7 +9,8 @@ JSON-lines file named by CVS_BENCH_EVENTS, one flushed line per event, with
 retry event marks the end of one poll round as the controller sees it).
 
 With CVS_BENCH_APPEND set to JSON ``{"task": NAME, "path": "/dir/{host}.log", "bytes": 1024}``,
-each retry of task NAME appends that many bytes of log lines to the host's log, so
+each retry of task NAME appends that many bytes of log lines to the host's log (to each host's of a
+fleet result), so
 every poll round finds about 1 KiB of new output (the file must be visible on the
 controller at the same path, as on the simulated cluster's shared /var/tmp).
 """
@@ -61,6 +62,11 @@ def _summary(result: dict) -> dict[str, Any]:
         out["error"] = {k: result["error"].get(k) for k in ("name", "host", "line")}
     if result.get("unreachable"):
         out["unreachable"] = True
+    if result.get("fleet") and isinstance(result.get("hosts"), dict):
+        # a fleet's result holds a round of each host it names (rounds_in_call of them per host)
+        out["fleet_hosts"] = len(result["hosts"])
+        out["rounds_in_call"] = result.get("rounds_in_call", 1)
+        out["failed_hosts"] = len(result.get("failed_hosts") or [])
     return out
 
 
@@ -92,6 +98,9 @@ class CallbackModule(CallbackBase):
     def v2_playbook_on_start(self, playbook: Any) -> None:
         self._emit("playbook_start")
 
+    def v2_playbook_on_play_start(self, play: Any) -> None:
+        self._emit("play_start", play=play.get_name())
+
     def v2_playbook_on_task_start(self, task: Any, is_conditional: bool) -> None:
         self._task_name = task.get_name()
         self._emit("task_start", task=self._task_name)
@@ -99,8 +108,10 @@ class CallbackModule(CallbackBase):
     def v2_runner_retry(self, result: Any) -> None:
         self._runner("retry", result)
         if self._append_task and result.task.get_name() == self._append_task:
-            with open(self._append_path.format(host=result.host.get_name()), "ab") as fh:
-                fh.write(self._append_block)
+            fleet = result.result.get("hosts") if result.result.get("fleet") else None
+            for host in fleet if isinstance(fleet, dict) else [result.host.get_name()]:
+                with open(self._append_path.format(host=host), "ab") as fh:
+                    fh.write(self._append_block)
 
     def v2_runner_on_ok(self, result: Any) -> None:
         self._runner("ok", result)

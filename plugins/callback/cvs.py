@@ -133,11 +133,13 @@ from ansible_collections.cvs.cluster.plugins.plugin_utils._console import (
     capture_reason,
     failure_lines,
     format_log_line,
+    host_results,
     log_event_notes,
     normalize_choice,
     ok_line,
     resolve_mode,
     round_lines,
+    sanitize,
     spinner_frame,
 )
 from ansible_collections.cvs.cluster.plugins.plugin_utils._console_ticker import (
@@ -484,20 +486,23 @@ class CallbackModule(DefaultCallbackModule):
 
         ``progress=False`` (a loop item's last round) prints the lines but leaves the task's counts alone.
         """
-        host = result.host.get_name()
-        res = result.result
         now = time.monotonic()
+        fleet = bool(result.result.get("fleet"))
         with self._lock:
             self._drain_spool()  # this host's lines up to this result, and the other hosts' so far
-            if progress:
-                info.progress.poll_round(host, res, final=final, failed=failed)
             lines: list[str] = []
-            if info.mode == "verbose" and not res.get("lines_spooled"):
-                lines.extend(round_lines(host, res))
-            if info.mode != "quiet":
-                lines.extend(log_event_notes(host, res))
-                if progress and not final and info.progress.changed():
-                    lines.append(info.progress.progress_line(now))
+            for host, res in host_results(result.host.get_name(), result.result):
+                # a fleet's result is every host's: each host's own state says whether it is done
+                host_final = bool(res.get("finished")) if fleet else final
+                host_failed = bool(res.get("failed")) if fleet else failed
+                if progress:
+                    info.progress.poll_round(host, res, final=host_final, failed=host_failed)
+                if info.mode == "verbose" and not result.result.get("lines_spooled"):
+                    lines.extend(round_lines(host, res))
+                if info.mode != "quiet":
+                    lines.extend(log_event_notes(host, res))
+            if info.mode != "quiet" and progress and not final and info.progress.changed():
+                lines.append(info.progress.progress_line(now))
             self._emit(lines)
 
     def _log_poll_failed(self, result: Any, task_name: str) -> None:
@@ -511,12 +516,26 @@ class CallbackModule(DefaultCallbackModule):
 
     def _log_poll_ok(self, result: Any) -> None:
         res = result.result
+        if res.get("fleet"):
+            self._fleet_done(result)
+            return
         msg = ok_line(self.host_label(result), res)
         self._handle_warnings_and_exception(result)
         if self._run_is_verbose(result):
             self._clean_results(res, result.task.action)
             msg += f" => {self._dump_results(res)}"
         self._display.display(msg, color=C.COLOR_OK)
+
+    def _fleet_done(self, result: Any) -> None:
+        """A fleet's last result: each host's line, as the per-host form prints them, failures in full."""
+        self._handle_warnings_and_exception(result)
+        for host, res in host_results(result.host.get_name(), result.result):
+            if res.get("failed"):
+                lines = failure_lines(host, result.task.get_name().strip(), res)
+                self._emit(lines, color=C.COLOR_ERROR, stderr=self.get_option("display_failed_stderr"))
+            else:
+                self._display.display(ok_line(host, res), color=C.COLOR_OK)
+        self._display.display(f"[cvs] {sanitize(result.result.get('msg', ''))}", color=C.COLOR_OK)
 
     @contextlib.contextmanager
     def _banner_forced(self) -> Iterator[None]:

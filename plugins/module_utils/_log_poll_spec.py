@@ -46,6 +46,7 @@ ARGUMENT_SPEC: dict[str, Any] = {
     "call_seconds": {"type": "float"},
     "transport_retries": {"type": "int", "default": 5},
     "keep_reader": {"type": "bool", "default": True},
+    "fleet": {"type": "bool", "default": False},
     "save_dir": {"type": "path"},
     "state_dir": {"type": "path", "default": "~/.ansible/cvs_log_poll"},
     "state_key": {"type": "str", "no_log": False},

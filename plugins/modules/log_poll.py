@@ -210,6 +210,20 @@ options:
         in sshd_config when many inventory aliases share one node).
     type: bool
     default: true
+  fleet:
+    description:
+      - Poll every host of the play batch from this one task (the task must be C(run_once)). Each round sends every
+        host's request to the reader kept on that host, waits for the replies together, and decides each host as
+        the per-host form would; the group's verdict is acted on by every host in the same call, and the task's
+        C(forks) need not cover the hosts. For large fleets, where a task per host costs the controller more per
+        round than reading the logs does (see C(docs/scale.md)).
+      - The arguments are templated for each host with that host's variables, as in the per-host form.
+      - The result is the fleet's (RV(hosts), RV(failed_hosts)); the task itself fails only on bad input, since a
+        failed C(run_once) task fails every host. Fail the hosts that failed in a task of their own (see the
+        examples). Host entries carry no cursors, so O(start=arm), O(start=drain), O(cursors) and C(become) are
+        refused; its O(event_budget) is the whole fleet's.
+    type: bool
+    default: false
   save_dir:
     description:
       - Controller directory; every delivered line is appended to C(save_dir/<inventory_hostname>/<label>.log).
@@ -266,6 +280,24 @@ seealso:
 """
 
 EXAMPLES = r"""
+- name: Watch every node's training log from one task (large fleets)
+  cvs.cluster.log_poll:
+    fleet: true
+    logs: ["{{ run_dir }}/training.log"]
+    error_patterns: {nan: 'loss:\s*nan'}
+    complete: {pattern: 'completed step:\s*99,'}
+    save_dir: "{{ cvs_results_dir }}/logs"
+  run_once: true
+  register: fleet_watch
+  until: fleet_watch.finished
+  retries: 100000
+  delay: 5
+
+- name: Fail the nodes whose logs failed (an error of their own, or stopped by another node's)
+  ansible.builtin.fail:
+    msg: "{{ fleet_watch.hosts[inventory_hostname].msg | default('failed') }}"
+  when: inventory_hostname in fleet_watch.failed_hosts
+
 - name: Wait for training to finish on every node, failing fast on NaN or OOM
   cvs.cluster.log_poll:
     logs: ["{{ run_dir }}/training.log"]
@@ -434,9 +466,44 @@ drained:
   returned: with O(start=drain)
   type: bool
 aborted_by:
-  description: The host whose failure stopped this one.
+  description: The host whose failure stopped this one (of a fleet, the host that failed first).
   returned: when another host failed
   type: str
+fleet:
+  description: True for a fleet's result (O(fleet=true)).
+  returned: with O(fleet=true)
+  type: bool
+hosts:
+  description:
+    - Each host's result of this call, by inventory name, with the fields of the per-host form but RV(cursors),
+      RV(events) and RV(group) (which the fleet holds once). A host appears when it had a round in this call; the
+      last result holds every host.
+    - When the hosts' status alone outweighs O(event_budget), strings are cut to 240 characters and then entries are
+      left out (RV(hosts_left_out)), those of hosts that failed on an error of their own last.
+  returned: with O(fleet=true)
+  type: dict
+failed_hosts:
+  description: Every host whose poll failed so far, in the order they failed (own errors and hosts stopped by them).
+  returned: with O(fleet=true)
+  type: list
+  elements: str
+error_hosts:
+  description: The hosts of RV(failed_hosts) that failed on their own (an error line, a timeout, a transport failure).
+  returned: with O(fleet=true)
+  type: list
+  elements: str
+complete_hosts:
+  description: How many hosts completed.
+  returned: with O(fleet=true)
+  type: int
+hosts_left_out:
+  description: How many host entries RV(hosts) leaves out to stay under O(event_budget).
+  returned: with O(fleet=true), when some were left out
+  type: int
+call_elapsed:
+  description: Seconds this call of a fleet took.
+  returned: with O(fleet=true)
+  type: float
 """
 
 import json

@@ -144,6 +144,15 @@ def spinner_frame(tick: int) -> str:
 # --------------------------------------------------------------------------- log_poll results
 
 
+def host_results(host: str, result: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
+    """The (host, result) pairs a log_poll result is about: its host's, or each host's of a fleet result."""
+    hosts = result.get("hosts")
+    if not result.get("fleet") or not isinstance(hosts, Mapping):
+        return [(host, result)]
+    group = result.get("group")
+    return [(str(h), {**entry, "group": group}) for h, entry in hosts.items() if isinstance(entry, Mapping)]
+
+
 def prefix(host: str, label: str = "") -> str:
     return f"[{host}:{label}]" if label else f"[{host}]"
 

@@ -27,6 +27,8 @@ RUNNER_MAX_EVENT_RES = 700_000
 STATUS_STRING_CAP = 2000
 # the most warnings a result over budget keeps (the last ones)
 MAX_STATUS_WARNINGS = 3
+# a fleet result's strings are cut shorter still when its hosts' status alone outweighs the budget
+FLEET_STATUS_CAP = 240
 # call_seconds when unset: under ansible-runner/AWX a call polls for this long, elsewhere one round per call
 RUNNER_CALL_SECONDS = 120.0
 # the controller environment variable that sets call_seconds for every task that leaves it unset
@@ -85,17 +87,17 @@ class CallLines:
         return [line for lines in per_log for line in lines], [len(lines) for lines in per_log]
 
 
-def _cap_status(result: dict) -> None:
+def _cap_status(result: dict, cap: int = STATUS_STRING_CAP) -> None:
     for key in ("msg", "last_line", "transport_error"):
         if isinstance(result.get(key), str):
-            result[key] = cap_string(result[key])
+            result[key] = cap_string(result[key], cap)
     error = result.get("error")
     if isinstance(error, dict):
-        error["line"] = cap_string(str(error.get("line", "")))
-        error["context"] = [cap_string(str(c)) for c in error.get("context") or []]
+        error["line"] = cap_string(str(error.get("line", "")), cap)
+        error["context"] = [cap_string(str(c), cap) for c in error.get("context") or []]
     warnings = result.get("warnings")
     if isinstance(warnings, list):
-        kept = [cap_string(str(w)) for w in warnings[-MAX_STATUS_WARNINGS:]]
+        kept = [cap_string(str(w), cap) for w in warnings[-MAX_STATUS_WARNINGS:]]
         if len(warnings) > MAX_STATUS_WARNINGS:
             kept.insert(0, f"{len(warnings) - MAX_STATUS_WARNINGS} earlier warnings left out (event_budget)")
         result["warnings"] = kept
@@ -151,6 +153,68 @@ def fit(result: dict, lines: CallLines, budget: int) -> dict:
         keep = max(0, keep - max(1, keep // 100))
         _place(result, lines, keep, totals)
     return result
+
+
+def fit_fleet(result: dict, lines: Mapping[str, CallLines], budget: int) -> dict:
+    """Put each host's lines in ``result["hosts"][host]`` so that the whole fleet result stays under ``budget``.
+
+    The status of every host comes first (capped like a single host's when it alone is too big); the room left is
+    shared by the hosts with lines, the lightest first, so that a quiet host does not hold room a busy one could
+    use. Lines left out are counted per host (``new_lines_truncated``) and are in save_dir like any others.
+    """
+    entries: dict = result["hosts"]
+    totals = {h: [int(e.get("new_lines", 0)) for e in entry.get("log_states") or []] for h, entry in entries.items()}
+    empty = CallLines(0)
+    for host, entry in entries.items():
+        _place(entry, lines.get(host, empty), len(lines.get(host, empty).kept), totals[host])
+    budget = budget - ANSIBLE_OVERHEAD if budget else 0
+    if not budget or measure(result) <= budget:
+        return result
+    for host, entry in entries.items():
+        _place(entry, lines.get(host, empty), 0, totals[host])
+    for cap in (STATUS_STRING_CAP, FLEET_STATUS_CAP):
+        if measure(result) > budget:
+            for entry in entries.values():
+                _cap_status(entry, cap)
+            _cap_status(result, cap)
+    if measure(result) > budget:
+        _leave_out_hosts(result, budget)
+    room = budget - measure(result)
+    weights = {h: [line_weight(line) for _index, line in lines[h].kept] for h in entries if h in lines}
+    order = sorted(weights, key=lambda h: sum(weights[h]))
+    keep: dict[str, int] = {}
+    for position, host in enumerate(order):
+        share = max(0, room) // (len(order) - position)
+        used = count = 0
+        while count < len(weights[host]) and used + weights[host][count] <= share:
+            used += weights[host][count]
+            count += 1
+        keep[host] = count
+        room -= used
+        _place(entries[host], lines[host], count, totals[host])
+    # the counts in log_states grow by a digit or two as lines come back: step back from the busiest host
+    while measure(result) > budget and any(keep.values()):
+        host = max(keep, key=lambda h: keep[h])
+        keep[host] = max(0, keep[host] - max(1, keep[host] // 100))
+        _place(entries[host], lines[host], keep[host], totals[host])
+    return result
+
+
+def _leave_out_hosts(result: dict, budget: int) -> None:
+    """Drop host entries until the fleet result fits: the hosts that failed on their own errors go last.
+
+    ``failed_hosts`` and ``error_hosts`` still name every host; ``hosts_left_out`` counts the entries dropped.
+    """
+    entries: dict = result["hosts"]
+    own_errors = set(result.get("error_hosts") or [])
+    excess = measure(result) - budget + 32  # and room for the count
+    left_out = 0
+    for host in sorted(entries, key=lambda h: h in own_errors):
+        if excess <= 0:
+            break
+        excess -= measure({host: entries.pop(host)}) - 2
+        left_out += 1
+    result["hosts_left_out"] = left_out
 
 
 def minimum_budget(logs: Sequence[tuple[str, str]], hosts: Sequence[str], host: str) -> int:

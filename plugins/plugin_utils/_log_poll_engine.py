@@ -41,7 +41,7 @@ from ansible_collections.cvs.cluster.plugins.plugin_utils._log_poll_budget impor
     progress_of,
 )
 from ansible_collections.cvs.cluster.plugins.plugin_utils._log_poll_settings import PollSettings
-from ansible_collections.cvs.cluster.plugins.plugin_utils._log_poll_state import StateStore
+from ansible_collections.cvs.cluster.plugins.plugin_utils._log_poll_state import MemoryStore, StateStore
 from ansible_collections.cvs.cluster.plugins.plugin_utils._reader_protocol import (
     arm_request,
     cursor_of,
@@ -107,7 +107,7 @@ class RoundEngine:
     def __init__(
         self,
         settings: PollSettings,
-        store: StateStore,
+        store: StateStore | MemoryStore,
         read: Read,
         *,
         clock: Callable[[], float] = time.time,
@@ -124,6 +124,7 @@ class RoundEngine:
         self.state = HostRound(started=0.0, last_progress=0.0)
         self.delivered: dict[str, list[str]] = {}
         self.warnings: list[str] = []
+        self._round_now = 0.0
 
     # ---- one call: rounds for call_seconds ------------------------------------------------
 
@@ -187,8 +188,22 @@ class RoundEngine:
         return state
 
     def round(self, result: dict) -> dict:
+        ended = self.open_round(result)
+        if ended is not None:
+            return ended
+        if not self.s.watches:
+            return self.close_round(result, None, None)
+        reply, transport_error = self.read(self.request())
+        return self.close_round(result, reply, transport_error)
+
+    def open_round(self, result: dict) -> dict | None:
+        """The part of a round before the read: the round's result when it ends without one (the group decided
+        against this host, or its settings are wrong), else None and :meth:`request` is this round's read.
+
+        A fleet (_log_poll_fleet.py) sends every host's request before it waits for any reply.
+        """
         store = self.store
-        now = self.clock()
+        now = self._round_now = self.clock()
         self.state = state = self._begin(now)
         state.rounds += 1
         self.delivered = {}
@@ -215,12 +230,16 @@ class RoundEngine:
                 verdict = store.decide({"state": "failed", "host": self.host, "reason": problem, "config": True})
         if verdict and verdict["state"] == "failed" and (verdict["host"] != self.host or verdict.get("config")):
             return self._abort(result, verdict)
+        return None
 
-        reply = None
-        if self.s.watches:
-            reply, transport_error = self.read(self.request())
-            if transport_error:
-                return self._transport_failure(result, transport_error)
+    def close_round(self, result: dict, reply: dict | None, transport_error: str | None) -> dict:
+        """The rest of a round opened by :meth:`open_round`, with the reply to its request (None: nothing watched)."""
+        store = self.store
+        state = self.state
+        now = self._round_now
+        if transport_error:
+            return self._transport_failure(result, transport_error)
+        if reply is not None:
             state.transport_failures = 0
 
         failure = None
@@ -465,7 +484,7 @@ class RoundEngine:
 
     # ---- results -------------------------------------------------------------------------
 
-    def _group_summary(self, failed_host: str | None = None) -> dict:
+    def group_summary(self, failed_host: str | None = None) -> dict:
         completed = self.store.completed()
         group = self._effective_group()
         verdict = self.store.decision() or {}
@@ -491,7 +510,7 @@ class RoundEngine:
 
     def _progress(self, result: dict, msg: str | None = None) -> dict:
         self._common(result)
-        result.update(finished=False, group=self._group_summary(), msg=msg or f"polling round {self.state.rounds}")
+        result.update(finished=False, group=self.group_summary(), msg=msg or f"polling round {self.state.rounds}")
         self.store.save_host(self.host, self.state.to_dict())
         return self._with_warnings(result)
 
@@ -511,7 +530,7 @@ class RoundEngine:
             finished=True,
             failed=failed,
             msg=msg,
-            group=self._group_summary(self.host if failed and not aborted_by else None),
+            group=self.group_summary(self.host if failed and not aborted_by else None),
             last_line=state.last_line,
         )
         if aborted_by:

@@ -43,6 +43,9 @@ class RunFacts:
     forks: int | None = None
     throttle: int = 0
     env: Mapping[str, str] = field(default_factory=dict)
+    fleet: bool = False  # fleet: true, one task polls every host of the batch
+    run_once: bool = False
+    become: bool = False
 
 
 @dataclass(frozen=True)
@@ -131,8 +134,22 @@ def _check_parallelism(run: RunFacts, together: int) -> None:
         raise LogPollError(f"throttle ({run.throttle}) is smaller than the {together} hosts that must poll together")
 
 
+def _check_fleet(args: Mapping[str, Any], run: RunFacts) -> None:
+    if not run.fleet:
+        return
+    if args["start"] in ("arm", "drain"):
+        raise LogPollError(f"fleet: true polls every host in one task; start={args['start']} runs per host (no fleet)")
+    if args.get("cursors"):
+        raise LogPollError("fleet: true takes no cursors (they are per host): arm and drain without fleet")
+    if not run.run_once:
+        raise LogPollError("fleet: true needs run_once: true on the task (one task polls every host of the batch)")
+    if run.become:
+        raise LogPollError("fleet: true reads as the connecting user and takes no become; use the per-host form")
+
+
 def poll_settings(args: Mapping[str, Any], run: RunFacts) -> PollSettings:
     """The task's settings, validated (arguments already passed the module's argument_spec)."""
+    _check_fleet(args, run)
     logs = normalize_logs(args["logs"])
     errors = compile_patterns(args["error_patterns"], "error_patterns")
     ignores = compile_patterns(args["ignore_error_patterns"], "ignore_error_patterns")
@@ -166,7 +183,9 @@ def poll_settings(args: Mapping[str, Any], run: RunFacts) -> PollSettings:
     participants = list(run.batch or [run.host])
     group = _completion_group(complete, run)
     budget = args["event_budget"]
-    problem = budget_problem(budget, minimum_budget([(s.path, s.label) for s in logs], group, run.host))
+    # a fleet holds the group once and every host's status in one result: fit_fleet shortens what does not fit
+    minimum = 0 if run.fleet else minimum_budget([(s.path, s.label) for s in logs], group, run.host)
+    problem = budget_problem(budget, minimum)
     if problem:
         raise LogPollError(problem)
     call_seconds = _call_seconds(args, run.env)

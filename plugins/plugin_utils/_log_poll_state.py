@@ -262,3 +262,66 @@ class StateStore:
         finally:
             os.unlink(tmp)
         return self.decision() or verdict
+
+
+class MemoryStore:
+    """The state of a fleet poll: every host of the group is polled by one process, so it lives in memory.
+
+    The same interface as :class:`StateStore` (what the round engine uses of it); one instance per fleet, shared by
+    the fleet's hosts, and no other process ever needs to see it.
+    """
+
+    def __init__(self) -> None:
+        self.generation = 1
+        self._hosts: dict[str, dict] = {}
+        self._members: dict[str, dict] = {}
+        self._complete: set[str] = set()
+        self._claimed: set[str] = set()
+        self._decision: dict | None = None
+        self._joined: float | None = None
+
+    def set_generation(self, generation: int) -> None:
+        if generation != self.generation:
+            self.generation = generation
+            self._members, self._complete, self._claimed = {}, set(), set()
+            self._decision = self._joined = None
+
+    def prune_old_runs(self, retention: float = DEFAULT_RETENTION, now: float | None = None) -> list[str]:
+        return []
+
+    def load_host(self, host: str) -> dict | None:
+        return self._hosts.get(host)
+
+    def save_host(self, host: str, data: dict) -> None:
+        self._hosts[host] = data
+
+    def register(self, host: str, info: dict, now: float | None = None) -> None:
+        self._members[host] = dict(info, host=host)
+        if self._joined is None:
+            self._joined = now or time.time()
+
+    def first_joined(self) -> float | None:
+        return self._joined
+
+    def members(self) -> dict[str, dict]:
+        return self._members
+
+    def mark_complete(self, host: str) -> None:
+        self._complete.add(host)
+
+    def completed(self) -> set[str]:
+        return self._complete
+
+    def claim(self, name: str) -> bool:
+        if name in self._claimed:
+            return False
+        self._claimed.add(name)
+        return True
+
+    def decision(self) -> dict | None:
+        return self._decision
+
+    def decide(self, verdict: dict) -> dict:
+        if self._decision is None:
+            self._decision = dict(verdict)
+        return self._decision

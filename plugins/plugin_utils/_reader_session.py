@@ -61,13 +61,42 @@ class ReaderSession:
             return False
         return True
 
+    def send(self, request: bytes) -> bool:
+        """Send one request without waiting for its reply (see :func:`collect_replies`); False closed the session."""
+        if not self.alive or not self._send(request):
+            self.close()
+            return False
+        return True
+
+    def fileno(self) -> int | None:
+        proc = self._proc
+        return proc.stdout.fileno() if proc is not None and proc.stdout is not None else None
+
+    def take_reply(self) -> str | None:
+        """A whole reply already read into the buffer (its text without the end line), or None."""
+        found = self._buffer.find(self._end)
+        if found < 0:
+            return None
+        reply = bytes(self._buffer[: found + 1])
+        del self._buffer[: found + len(self._end)]
+        return reply.decode("utf-8", "replace")
+
+    def read_available(self) -> bool:
+        """Read what the reader sent (the descriptor is readable); False when the session ended (and is closed)."""
+        fd = self.fileno()
+        chunk = os.read(fd, _READ_SIZE) if fd is not None else b""
+        if not chunk:
+            self.close()
+            return False
+        self._buffer += chunk
+        return True
+
     def exchange(self, request: bytes, timeout: float) -> str | None:
         """Send one request; the reply's text without its end line, or None (and the session closed).
 
         ``timed_out`` tells a reply that did not come within ``timeout`` seconds from a session that broke.
         """
-        if not self.alive or not self._send(request):
-            self.close()
+        if not self.send(request):
             return None
         if self._proc is None or self._proc.stdout is None:
             return None
@@ -123,6 +152,44 @@ class ReaderSession:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+def collect_replies(sessions: Mapping[Any, ReaderSession], timeout: float) -> dict[Any, str | None]:
+    """The reply of every session that was sent a request, waited for together for at most ``timeout`` seconds.
+
+    A session whose reply did not come in time is closed with ``timed_out`` set; one that ended is closed; both
+    get None.
+    """
+    replies: dict[Any, str | None] = {}
+    waiting: dict[int, tuple[Any, ReaderSession]] = {}
+    for key, session in sessions.items():
+        reply = session.take_reply()
+        fd = session.fileno() if reply is None else None
+        if reply is not None or fd is None:
+            replies[key] = reply
+        else:
+            waiting[fd] = (key, session)
+    deadline = time.monotonic() + timeout
+    with selectors.DefaultSelector() as selector:
+        for fd in waiting:
+            selector.register(fd, selectors.EVENT_READ)
+        while waiting:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            for event, _mask in selector.select(remaining):
+                key, session = waiting[event.fd]
+                reply = session.take_reply() if session.read_available() else None
+                if reply is None and session.alive:
+                    continue
+                replies[key] = reply
+                selector.unregister(event.fd)
+                del waiting[event.fd]
+    for key, session in waiting.values():
+        session.timed_out = True
+        session.close()
+        replies[key] = None
+    return replies
 
 
 def node_interpreter(task_vars: Mapping[str, Any], templar: Any) -> str:

@@ -16,7 +16,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "fixtures" / "log_poll"))
 
-from lp_support import Scenario, Target, lp_target, numbers
+from lp_support import Scenario, Target, both_forms, lp_target, numbers
 from lp_writer import expected_bytes
 
 from ansible_collections.cvs.cluster.plugins.plugin_utils._log_poll import decode_line, split_lines
@@ -28,9 +28,10 @@ def as_lines(data: bytes) -> list[str]:
     return [decode_line(b) for b in split_lines(data)]
 
 
-def test_exactly_once_under_random_chunked_writes(lp_target: Target, tmp_path: Path) -> None:
+@both_forms
+def test_exactly_once_under_random_chunked_writes(lp_target: Target, tmp_path: Path, fleet: bool) -> None:
     """20,000 numbered lines per node in random chunks that split lines (CRLF, invalid UTF-8, NUL)."""
-    sc = Scenario(lp_target, tmp_path, "exactly-once")
+    sc = Scenario(lp_target, tmp_path, "exactly-once", fleet=fleet)
     specs = {}
     for i, host in enumerate(lp_target.hosts):
         specs[host] = {
@@ -151,8 +152,9 @@ def test_stale_marker_does_not_complete_an_armed_poll(lp_target: Target, tmp_pat
         assert first["new_lines"] == second["new_lines"] == [] and not second["finished"]
 
 
-def test_error_order_and_benign_lines(lp_target: Target, tmp_path: Path) -> None:
-    sc = Scenario(lp_target, tmp_path, "ordering")
+@both_forms
+def test_error_order_and_benign_lines(lp_target: Target, tmp_path: Path, fleet: bool) -> None:
+    sc = Scenario(lp_target, tmp_path, "ordering", fleet=fleet)
     bad = lp_target.hosts[1]
     rest = [h for h in lp_target.hosts if h != bad]
 
@@ -198,6 +200,11 @@ def test_error_order_and_benign_lines(lp_target: Target, tmp_path: Path) -> None
         for host in rest:
             result = out.result(task, host)
             assert result["failed"] and result["aborted_by"] == bad, result["msg"]
+    # the console prints each host's verdict, a fleet's as the per-host form's
+    console = out.proc.stdout
+    assert f"fatal: [{bad}]: FAILED! order: error pattern 'nan' matched in {bad}:order" in console, out.tail()
+    for host in rest:
+        assert f"fatal: [{host}]: FAILED! order: stopped because {bad} failed: error pattern 'nan'" in console
 
 
 POLICY_CASES = {
@@ -212,9 +219,10 @@ POLICY_CASES = {
 }
 
 
-def test_policies_and_the_completion_group(lp_target: Target, tmp_path: Path) -> None:
+@both_forms
+def test_policies_and_the_completion_group(lp_target: Target, tmp_path: Path, fleet: bool) -> None:
     """Markers one host at a time: each policy stops every host right after the deciding marker, not before."""
-    sc = Scenario(lp_target, tmp_path, "policies")
+    sc = Scenario(lp_target, tmp_path, "policies", fleet=fleet)
     hosts = lp_target.hosts
     # every job starts now (one task); each writes its marker when the driver creates its trigger file
     for task in [*POLICY_CASES, "crash"]:

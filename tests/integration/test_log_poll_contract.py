@@ -19,7 +19,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "fixtures" / "log_poll"))
 
-from lp_support import REMOTE_ROOT, Scenario, Target, alias_target, lp_target, numbers
+from lp_support import REMOTE_ROOT, Scenario, Target, alias_target, both_forms, lp_target, numbers
 from lp_writer import expected_bytes, numbered
 
 __all__ = ["lp_target"]
@@ -334,12 +334,15 @@ def processes() -> list[str]:
     return [row.strip() for row in proc.stdout.splitlines() if " -eo pid=,args=" not in row]
 
 
-def test_workers_and_kept_readers_end_when_the_playbook_is_killed(lp_target: Target, tmp_path: Path) -> None:
+@both_forms
+def test_workers_and_kept_readers_end_when_the_playbook_is_killed(
+    lp_target: Target, tmp_path: Path, fleet: bool
+) -> None:
     """ansible-runner's cancel: SIGKILL of ansible-playbook's whole process group while log_poll polls. Workers
     call setsid(), so the kill does not reach them: they and their kept readers must end on their own."""
     if lp_target.local:
         pytest.fail("needs the simulated cluster (the kept reader runs over ssh)")
-    sc = Scenario(lp_target, tmp_path, "orphans")
+    sc = Scenario(lp_target, tmp_path, "orphans", fleet=fleet)
     specs = {
         h: {"path": f"{sc.dir(h)}/job.log", "host": h, "steps": [{"ticks": 3000, "every": 0.1}]}
         for h in lp_target.hosts
@@ -367,7 +370,8 @@ def test_workers_and_kept_readers_end_when_the_playbook_is_killed(lp_target: Tar
     assert out.proc.returncode == -signal.SIGKILL
     assert seen["nodes"] == dict.fromkeys(lp_target.hosts, 1), seen  # the poll ran, with its kept readers
     workers = [r for r in seen["controller"] if playbook in r]
-    assert len(workers) > len(lp_target.hosts), seen["controller"]  # the main process and one worker per host
+    # the main process and a worker per host, or one worker for the whole fleet
+    assert len(workers) > (1 if fleet else len(lp_target.hosts)), seen["controller"]
     deadline = time.monotonic() + 20
     while True:
         left = ours()

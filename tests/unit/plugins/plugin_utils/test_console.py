@@ -15,6 +15,7 @@ from ansible_collections.cvs.cluster.plugins.plugin_utils._console import (
     fit_width,
     format_elapsed,
     has_control,
+    host_results,
     live_line,
     log_event_notes,
     normalize_choice,
@@ -230,6 +231,32 @@ def test_ok_line() -> None:
         ok_line("n3", {"finished": True, "armed": True, "msg": "armed 1 of 2 log(s)"})
         == "ok: [n3]: armed 1 of 2 log(s)"
     )
+
+
+def test_a_fleet_result_is_each_hosts_result_with_the_fleets_group() -> None:
+    group = {"policy": "all", "complete": 1, "total": 2}
+    fleet = {
+        "fleet": True,
+        "group": group,
+        "hosts": {
+            "n1": poll_result(
+                finished=True,
+                completed=True,
+                elapsed=3.0,
+                new_lines=["a"],
+                log_states=[{"label": "job", "new_lines": 1}],
+            ),
+            "n2": poll_result(finished=True, failed=True, msg="stopped because n3 failed: boom"),
+        },
+    }
+    pairs = host_results("n1", fleet)
+    assert [host for host, _result in pairs] == ["n1", "n2"] and all(r["group"] == group for _h, r in pairs)
+    assert round_lines("n1", pairs[0][1]) == ["[n1:job] a"]
+    assert ok_line("n1", pairs[0][1]) == "ok: [n1]: complete (elapsed 3s)"
+    assert failure_lines("n2", "watch", pairs[1][1]) == ["fatal: [n2]: FAILED! watch: stopped because n3 failed: boom"]
+    # any other result is its own host's
+    single = poll_result(finished=True)
+    assert host_results("n3", single) == [("n3", single)]
 
 
 # ---------------------------------------------------------------- progress across hosts

@@ -1,0 +1,173 @@
+# Copyright: cvs.cluster contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The orchestration tax: what validate.yml costs around the workloads, for 3 nodes and for 64 and 256 alias hosts.
+
+Each size runs, in the same process: the baseline, a bare ``ansible -m ping`` over the same hosts (one ssh
+round trip per host through the same inventory, forks as below), then ``playbooks/validate.yml`` on the baremetal
+backend with the RVS check only (``cvs_validate_checks: [rvs]``; the test image's rvs stand-in runs its short
+default tests on every host). The bench callback timestamps every play; the plays are grouped into phases:
+
+* checks: the inventory, results-directory and settings checks before anything starts;
+* prepare: reaching every node and ``cvs.cluster.prepare``;
+* facts: the inventory of the workload hosts (GPU devices, the node table);
+* workload: the RVS play, split into the workload's own time (the longest host's sum of its rvs runs' durations,
+  from the run's check records) and the rest (the role's checks, planning, judging, recording);
+* report: writing the run report (before, between and after the checks) and the final verdict play;
+* dispose: ``cvs.cluster.dispose``.
+
+The tax is the playbook's wall time minus the workload's own time; each phase is printed in seconds and as a
+ratio to the ``ansible -m ping`` baseline of the same hosts. Hosts are aliases of the cluster's nodes, each with
+its own ssh ControlMaster (opened by the baseline, as a real run's first task would). ``forks`` is
+CVS_BENCH_TAX_FORKS (default 64, capped at the hosts). Sizes: CVS_BENCH_TAX_SIZES (default 3,64,256).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import subprocess
+import time
+from pathlib import Path
+
+from _cluster import Host, Node, aliases, stop_masters, wait_for_cluster
+from _env import REPO, VENV_BIN, WORK, ansible_env, env_int, env_list
+from _results import say, write_results
+
+PHASES = {
+    "Check the inventory": "checks",
+    "Check that the run's results can be written": "checks",
+    "Check the settings of the requested checks": "checks",
+    "Prepare the workload namespace": "prepare",
+    "Inventory of the workload hosts": "facts",
+    "Start the run report": "report",
+    "Run the ROCm Validation Suite": "workload",
+    "Update the run report after RVS": "report",
+    "Train MaxText": "workload",
+    "Dispose of what this run started": "dispose",
+    "Write the run report": "report",
+    "Fail the nodes where a check did not pass": "report",
+}
+ORDER = ("checks", "prepare", "facts", "workload", "report", "dispose")
+
+
+def phase_of(play: str) -> str:
+    return next((phase for start, phase in PHASES.items() if play.startswith(start)), "other")
+
+
+def seconds(delta: str | None) -> float:
+    """An Ansible command's ``delta`` (``H:MM:SS.ffffff``) in seconds."""
+    match = re.fullmatch(r"(\d+):(\d+):(\d+(?:\.\d+)?)", str(delta or ""))
+    return int(match[1]) * 3600 + int(match[2]) * 60 + float(match[3]) if match else 0.0
+
+
+def write_inventory(path: Path, hosts: list[Host]) -> Path:
+    entries = {h.name: h.inventory_vars() for h in hosts}
+    data = {
+        "all": {
+            "vars": {"cvs_orchestrator": "baremetal"},
+            "children": {"cvs_nodes": {"hosts": entries}, "cvs_head": {"hosts": {hosts[0].name: {}}}},
+        }
+    }
+    path.write_text(json.dumps(data, indent=1) + "\n")
+    return path
+
+
+def timed(argv: list[str], events: Path | None, cwd: Path) -> tuple[float, subprocess.CompletedProcess]:
+    env = ansible_env({"CVS_BENCH_EVENTS": str(events)} if events else {})
+    start = time.monotonic()
+    proc = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=3600)
+    return time.monotonic() - start, proc
+
+
+def play_phases(events: list[dict]) -> dict[str, float]:
+    marks = [(e["t"], e.get("play", "")) for e in events if e["ev"] == "play_start"]
+    end = next((e["t"] for e in events if e["ev"] == "stats"), marks[-1][0] if marks else 0.0)
+    out = dict.fromkeys(ORDER, 0.0)
+    for (t, play), (t_next, _next) in zip(marks, [*marks[1:], (end, "")]):
+        phase = phase_of(play)
+        out[phase] = out.get(phase, 0.0) + (t_next - t)
+    return out
+
+
+def workload_own_time(results_dir: Path) -> float:
+    """The longest host's sum of its rvs runs' durations (the hosts run at once)."""
+    longest = 0.0
+    for record in results_dir.glob("*/checks/*/rvs.json"):
+        text = record.read_text()
+        longest = max(longest, sum(seconds(d) for d in re.findall(r'"duration":\s*"([^"]+)"', text)))
+    return longest
+
+
+def measure(work: Path, nodes: list[Node], count: int, forks: int) -> dict:
+    hosts = aliases(nodes, count, prefix="tx")
+    inventory = write_inventory(work / f"inventory-{count}.yml", hosts)
+    forks = min(forks, count)
+    try:
+        ping_s, ping = timed([str(VENV_BIN / "ansible"), "-i", str(inventory), "cvs_nodes", "-m", "ping",
+                              "-f", str(forks), "-o"], None, work)  # fmt: skip
+        if ping.returncode != 0:
+            raise RuntimeError(f"ansible -m ping failed: {ping.stdout[-1500:]}{ping.stderr[-1500:]}")
+        # again, masters open: the baseline a later task of a run pays
+        ping_s, _ping = timed([str(VENV_BIN / "ansible"), "-i", str(inventory), "cvs_nodes", "-m", "ping",
+                               "-f", str(forks), "-o"], None, work)  # fmt: skip
+        results = work / f"results-{count}"
+        events = work / f"events-{count}.jsonl"
+        events.unlink(missing_ok=True)
+        extra = {"cvs_validate_checks": ["rvs"], "cvs_results_dir": str(results)}
+        argv = [str(VENV_BIN / "ansible-playbook"), "-i", str(inventory), str(REPO / "playbooks" / "validate.yml"),
+                "-f", str(forks), "-e", json.dumps(extra)]  # fmt: skip
+        wall, proc = timed(argv, events, work)
+        if proc.returncode != 0:
+            raise RuntimeError(f"validate.yml rc={proc.returncode}: {proc.stdout[-3000:]}{proc.stderr[-1500:]}")
+    finally:
+        stop_masters(hosts)
+    phases = play_phases([json.loads(line) for line in events.read_text().splitlines() if line.strip()])
+    own = workload_own_time(results)
+    row = {
+        "hosts": count,
+        "forks": forks,
+        "ping_s": ping_s,
+        "validate_wall_s": wall,
+        "workload_own_s": own,
+        "tax_s": wall - own,
+        "phases_s": {**phases, "workload_rest": phases["workload"] - own},
+    }
+    row["tax_over_ping"] = row["tax_s"] / ping_s
+    shown = ", ".join(f"{p} {row['phases_s'][p]:.1f}s ({row['phases_s'][p] / ping_s:.1f}x)"
+                      for p in ("checks", "prepare", "facts", "workload_rest", "report", "dispose"))  # fmt: skip
+    say(
+        f"  {count:>4} hosts (forks {forks}): validate.yml {wall:.1f}s, workload's own {own:.1f}s, tax "
+        f"{row['tax_s']:.1f}s = {row['tax_over_ping']:.1f}x ansible -m ping ({ping_s:.2f}s); {shown}"
+    )
+    return row
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sizes", default=",".join(env_list("CVS_BENCH_TAX_SIZES", ["3", "64", "256"])))
+    ap.add_argument("--forks", type=int, default=env_int("CVS_BENCH_TAX_FORKS", 64))
+    args = ap.parse_args()
+    nodes = wait_for_cluster()
+    work = WORK / "orchestration_tax"
+    work.mkdir(parents=True, exist_ok=True)
+    say(f"orchestration_tax: validate.yml (rvs) on aliases of {', '.join(n.name for n in nodes)}")
+    rows = [measure(work, nodes, int(n), args.forks) for n in args.sizes.split(",") if n.strip()]
+    summary = {
+        "tax_s": {r["hosts"]: r["tax_s"] for r in rows},
+        "tax_over_ping": {r["hosts"]: r["tax_over_ping"] for r in rows},
+        "phases_s": {r["hosts"]: r["phases_s"] for r in rows},
+        "ping_s": {r["hosts"]: r["ping_s"] for r in rows},
+        "meets_target": True,  # a measurement, no target
+    }
+    out = write_results("orchestration_tax", {"method": __doc__, "summary": summary, "rows": rows})
+    say(
+        "orchestration_tax: tax "
+        + ", ".join(f"{r['hosts']} hosts {r['tax_s']:.0f}s ({r['tax_over_ping']:.0f}x ping)" for r in rows)
+        + f" -> {out}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
