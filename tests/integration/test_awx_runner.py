@@ -160,7 +160,7 @@ def test_set_stats_artifacts_carry_the_report(awx_job: dict[str, Any]) -> None:
     report = artifact.get("cvs_report")
     assert report and report["status"] == "PASS", artifact
     assert report["complete"] is True and report["failing_nodes"] == [] and report["incomplete_nodes"] == []
-    assert report["counts"].get("PASS", 0) == 6, report["counts"]  # rvs and maxtext on each of the 3 nodes
+    assert report["counts"].get("PASS", 0) == 9, report["counts"]  # preflight, rvs and maxtext on each of the 3 nodes
 
 
 def test_results_come_back_with_the_job_artifacts_and_logs_hold_every_line_once(awx_job: dict[str, Any]) -> None:

@@ -105,13 +105,13 @@ def test_runner_prints_live_log_poll_progress_and_fails(failed_run: dict[str, An
     assert "status: failed, rc: 2" in text
     report = json.loads(next(s for _, s in lines if s.startswith("cvs_report: "))[len("cvs_report: ") :])
     assert report["status"] == "FAIL" and report["failing_nodes"] == ["node2"]
-    assert report["counts"] == {"PASS": 5, "FAIL": 1, "ERROR": 0, "UNREACHABLE": 0, "MISSING": 0}
+    assert report["counts"] == {"PASS": 8, "FAIL": 1, "ERROR": 0, "UNREACHABLE": 0, "MISSING": 0}
 
 
 def test_results_json_names_node_check_and_line(failed_run: dict[str, Any]) -> None:
     run_dir = failed_run["run_dir"]
     data = json.loads((run_dir / "results.json").read_text())
-    assert data["complete"] is True and data["checks"] == ["rvs", "maxtext"]
+    assert data["complete"] is True and data["checks"] == ["preflight", "rvs", "maxtext"]
     assert list(data["nodes"]) == NODES
     (fail,) = data["summary"]["failures"]
     assert (fail["node"], fail["check"], fail["status"]) == ("node2", "rvs", "FAIL")
@@ -251,7 +251,7 @@ def test_sigint_disposes_and_keeps_partial_results(cluster: Any, tmp_path: Path)
         assert _containers(n, name) == "", (n, text[-3000:])
     data = json.loads((run_dir / "results.json").read_text())
     assert data["complete"] is False and data["summary"]["status"] == "INCOMPLETE"
-    assert data["checks"] == ["rvs", "maxtext"]
+    assert data["checks"] == ["preflight", "rvs", "maxtext"]
     assert data["summary"]["incomplete_nodes"] == NODES
     assert all(r["checks"]["maxtext"]["status"] == "MISSING" for r in data["nodes"].values())
     assert (run_dir / "junit.xml").is_file() and (run_dir / "report.html").is_file()

@@ -1,0 +1,207 @@
+# Copyright: cvs.cluster contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""What one node says about itself before a run (runs on the node; stdlib only).
+
+``cvs.cluster.node_probe`` calls :func:`probe`: the node's clock and kernel, the output of a few read-only
+commands (amd-smi, ``rvs --version``), where required binaries are, free space under the run directories,
+kernel-log lines matching GPU/RAS/PCIe error patterns, and the state of RDMA ports. Judging (uniformity across
+nodes, expectations) happens on the controller (``plugin_utils/_preflight.py``).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+import shutil
+import socket
+import subprocess
+import time
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
+
+MAX_OUTPUT = 256 * 1024
+MAX_LOG_MATCHES = 50
+KMSG = "/dev/kmsg"
+RDMA_ROOT = "/sys/class/infiniband"
+
+
+class ProbeError(ValueError):
+    """A setting the probe cannot use (the message names it)."""
+
+
+def compile_patterns(patterns: Mapping[str, str], option: str) -> Dict[str, re.Pattern[str]]:
+    compiled: Dict[str, re.Pattern[str]] = {}
+    for name, pattern in patterns.items():
+        try:
+            compiled[str(name)] = re.compile(str(pattern))
+        except re.error as exc:
+            raise ProbeError(f"invalid regular expression in {option}[{name}]: {pattern!r}: {exc}") from exc
+    return compiled
+
+
+def run_command(argv: Sequence[str], timeout: float, search: Sequence[str] = ()) -> Dict[str, Any]:
+    """Run one read-only command without a shell; a missing program or a timeout is reported, never raised."""
+    program = find_binary(str(argv[0]), search)
+    if program is None:
+        return {"rc": None, "stdout": "", "stderr": "", "problem": f"{argv[0]} not found"}
+    try:
+        done = subprocess.run(
+            [program, *[str(a) for a in argv[1:]]],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=timeout,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        return {"rc": None, "stdout": "", "stderr": "", "problem": f"{argv[0]} did not answer within {timeout:g} s"}
+    except OSError as exc:
+        return {"rc": None, "stdout": "", "stderr": "", "problem": f"{argv[0]}: {exc.strerror or exc}"}
+    return {
+        "rc": done.returncode,
+        "stdout": done.stdout[:MAX_OUTPUT].decode("utf-8", "replace"),
+        "stderr": done.stderr[:MAX_OUTPUT].decode("utf-8", "replace"),
+        "problem": None,
+    }
+
+
+def find_binary(name: str, search: Sequence[str] = ()) -> Optional[str]:
+    """An absolute path as it is (when executable), else the first match on PATH, then in ``search``."""
+    if "/" in name:
+        return name if os.path.isfile(name) and os.access(name, os.X_OK) else None
+    found = shutil.which(name)
+    if found:
+        return found
+    for folder in search:
+        candidate = os.path.join(folder, name)
+        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+def disk_space(path: str) -> Dict[str, Any]:
+    """Free and total MiB of the file system that holds ``path`` (or its nearest existing parent)."""
+    probed = os.path.abspath(path)
+    while not os.path.exists(probed) and probed != "/":
+        probed = os.path.dirname(probed)
+    try:
+        st = os.statvfs(probed)
+    except OSError as exc:
+        return {"path": path, "probed": probed, "free_mb": None, "total_mb": None, "problem": str(exc)}
+    return {
+        "path": path,
+        "probed": probed,
+        "free_mb": st.f_bavail * st.f_frsize // (1024 * 1024),
+        "total_mb": st.f_blocks * st.f_frsize // (1024 * 1024),
+        "problem": None,
+    }
+
+
+def read_kmsg(path: str = KMSG, opener: Callable[[str, int], int] = os.open) -> List[str]:
+    """Every record of the kernel log since boot (what ``dmesg`` prints), read without blocking."""
+    fd = opener(path, os.O_RDONLY | os.O_NONBLOCK)
+    lines: List[str] = []
+    try:
+        while True:
+            try:
+                record = os.read(fd, 8192)
+            except BlockingIOError:
+                break
+            except OSError as exc:
+                if exc.errno == errno.EPIPE:  # the ring buffer overwrote the record being read: go on
+                    continue
+                raise
+            if not record:
+                break
+            text = record.decode("utf-8", "replace")
+            head, _sep, message = text.partition(";")
+            stamp = head.split(",")[2] if head.count(",") >= 2 else ""
+            line = message.split("\n", 1)[0]
+            lines.append(f"[{int(stamp) / 1e6:12.6f}] {line}" if stamp.isdigit() else line)
+    finally:
+        os.close(fd)
+    return lines
+
+
+def kernel_log(
+    patterns: Mapping[str, re.Pattern[str]],
+    ignore: Mapping[str, re.Pattern[str]],
+    reader: Callable[[], List[str]] = read_kmsg,
+) -> Dict[str, Any]:
+    """Kernel-log lines matching an error pattern and no ignore pattern (first MAX_LOG_MATCHES)."""
+    try:
+        lines = reader()
+    except OSError as exc:
+        why = "no kernel log in this namespace" if exc.errno == errno.ENOENT else (exc.strerror or str(exc))
+        return {"readable": False, "problem": f"{KMSG}: {why}", "matches": [], "matched": 0, "lines": 0}
+    matches: List[Dict[str, str]] = []
+    matched = 0
+    for line in lines:
+        if any(p.search(line) for p in ignore.values()):
+            continue
+        for name, pattern in patterns.items():
+            if pattern.search(line):
+                matched += 1
+                if len(matches) < MAX_LOG_MATCHES:
+                    matches.append({"name": name, "line": line})
+                break
+    return {"readable": True, "problem": None, "matches": matches, "matched": matched, "lines": len(lines)}
+
+
+def _read(path: str) -> str:
+    with open(path, encoding="utf-8", errors="replace") as handle:
+        return handle.read().strip()
+
+
+def rdma_ports(root: str = RDMA_ROOT) -> List[Dict[str, Any]]:
+    """``{device, port, state, phys_state}`` of every RDMA port (``4: ACTIVE`` is read as ``ACTIVE``)."""
+    ports: List[Dict[str, Any]] = []
+    try:
+        devices = sorted(os.listdir(root))
+    except OSError:
+        return ports
+    for device in devices:
+        port_root = os.path.join(root, device, "ports")
+        try:
+            numbers = sorted(os.listdir(port_root), key=lambda p: int(p) if p.isdigit() else 0)
+        except OSError:
+            continue
+        for number in numbers:
+            row: Dict[str, Any] = {"device": device, "port": number}
+            for key in ("state", "phys_state"):
+                try:
+                    value = _read(os.path.join(port_root, number, key))
+                except OSError:
+                    value = ""
+                row[key] = value.split(":", 1)[1].strip() if ":" in value else value
+            ports.append(row)
+    return ports
+
+
+def probe(
+    commands: Mapping[str, Sequence[str]],
+    binaries: Sequence[str],
+    paths: Sequence[str],
+    kernel_log_patterns: Mapping[str, str],
+    kernel_log_ignore: Mapping[str, str],
+    command_timeout: float,
+    search: Sequence[str] = (),
+) -> Dict[str, Any]:
+    patterns = compile_patterns(kernel_log_patterns, "kernel_log_patterns")
+    ignore = compile_patterns(kernel_log_ignore, "kernel_log_ignore")
+    for name, argv in commands.items():
+        if not argv:
+            raise ProbeError(f"commands[{name}] is empty: give the program and its arguments")
+    result: Dict[str, Any] = {
+        "time": time.time(),
+        "hostname": socket.gethostname(),
+        "kernel": os.uname().release,
+        "cpus": os.cpu_count(),
+        "commands": {name: run_command(argv, command_timeout, search) for name, argv in commands.items()},
+        "binaries": {name: find_binary(name, search) for name in binaries},
+        "disk": [disk_space(p) for p in paths],
+        "kernel_log": kernel_log(patterns, ignore)
+        if patterns
+        else {"readable": None, "problem": None, "matches": [], "matched": 0, "lines": 0},
+        "rdma": rdma_ports(),
+    }
+    return result
