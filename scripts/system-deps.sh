@@ -20,6 +20,8 @@ PKGS=(
 	chromium         # the HTML report test opens report.html headless
 	shellcheck       # ansible-test sanity shellcheck test
 	sudo             # become with a password (tests/integration/test_become.py)
+	openmpi-bin      # mpirun on the baremetal nodes (cvs.cluster.mpi, the rccl suite)
+	python3-mpi4py   # the all_reduce_perf stand-in's real MPI_Allreduce
 	make
 )
 

@@ -39,8 +39,13 @@ def compile_patterns(patterns: Mapping[str, str], option: str) -> Dict[str, re.P
     return compiled
 
 
-def run_command(argv: Sequence[str], timeout: float, search: Sequence[str] = ()) -> Dict[str, Any]:
-    """Run one read-only command without a shell; a missing program or a timeout is reported, never raised."""
+def run_command(
+    argv: Sequence[str], timeout: float, search: Sequence[str] = (), keep: Optional[re.Pattern[str]] = None
+) -> Dict[str, Any]:
+    """Run one read-only command without a shell; a missing program or a timeout is reported, never raised.
+
+    With ``keep``, only the output lines it matches are returned (a tool such as ``ompi_info --all`` prints
+    far more than the caller needs)."""
     program = find_binary(str(argv[0]), search)
     if program is None:
         return {"rc": None, "stdout": "", "stderr": "", "problem": f"{argv[0]} not found"}
@@ -56,9 +61,12 @@ def run_command(argv: Sequence[str], timeout: float, search: Sequence[str] = ())
         return {"rc": None, "stdout": "", "stderr": "", "problem": f"{argv[0]} did not answer within {timeout:g} s"}
     except OSError as exc:
         return {"rc": None, "stdout": "", "stderr": "", "problem": f"{argv[0]}: {exc.strerror or exc}"}
+    stdout = done.stdout.decode("utf-8", "replace")
+    if keep is not None:
+        stdout = "".join(line for line in stdout.splitlines(keepends=True) if keep.search(line))
     return {
         "rc": done.returncode,
-        "stdout": done.stdout[:MAX_OUTPUT].decode("utf-8", "replace"),
+        "stdout": stdout[:MAX_OUTPUT],
         "stderr": done.stderr[:MAX_OUTPUT].decode("utf-8", "replace"),
         "problem": None,
     }
@@ -177,8 +185,28 @@ def rdma_ports(root: str = RDMA_ROOT) -> List[Dict[str, Any]]:
     return ports
 
 
+def command_spec(name: str, spec: Any) -> tuple[List[str], Optional[re.Pattern[str]]]:
+    """``[program, arg ...]`` or ``{argv: [...], keep: <regex of the output lines to return>}``."""
+    keep = None
+    if isinstance(spec, Mapping):
+        unknown = sorted(set(spec) - {"argv", "keep"})
+        if unknown:
+            raise ProbeError(f"commands[{name}]: unknown key(s) {', '.join(unknown)} (known: argv, keep)")
+        if spec.get("keep"):
+            try:
+                keep = re.compile(str(spec["keep"]))
+            except re.error as exc:
+                raise ProbeError(
+                    f"invalid regular expression in commands[{name}].keep: {spec['keep']!r}: {exc}"
+                ) from exc
+        spec = spec.get("argv")
+    if isinstance(spec, (str, bytes)) or not isinstance(spec, Sequence) or not spec:
+        raise ProbeError(f"commands[{name}] must be a non-empty list: the program and its arguments")
+    return [str(a) for a in spec], keep
+
+
 def probe(
-    commands: Mapping[str, Sequence[str]],
+    commands: Mapping[str, Any],
     binaries: Sequence[str],
     paths: Sequence[str],
     kernel_log_patterns: Mapping[str, str],
@@ -188,15 +216,13 @@ def probe(
 ) -> Dict[str, Any]:
     patterns = compile_patterns(kernel_log_patterns, "kernel_log_patterns")
     ignore = compile_patterns(kernel_log_ignore, "kernel_log_ignore")
-    for name, argv in commands.items():
-        if not argv:
-            raise ProbeError(f"commands[{name}] is empty: give the program and its arguments")
+    specs = {name: command_spec(name, spec) for name, spec in commands.items()}
     result: Dict[str, Any] = {
         "time": time.time(),
         "hostname": socket.gethostname(),
         "kernel": os.uname().release,
         "cpus": os.cpu_count(),
-        "commands": {name: run_command(argv, command_timeout, search) for name, argv in commands.items()},
+        "commands": {name: run_command(argv, command_timeout, search, keep) for name, (argv, keep) in specs.items()},
         "binaries": {name: find_binary(name, search) for name in binaries},
         "disk": [disk_space(p) for p in paths],
         "kernel_log": kernel_log(patterns, ignore)

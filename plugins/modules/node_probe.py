@@ -20,8 +20,9 @@ author:
 options:
   commands:
     description:
-      - Commands to run, by name. Each is an argv list; a program without a C(/) is looked up on C(PATH), then in
-        O(search_paths).
+      - Commands to run, by name. Each is an argv list, or a dictionary with C(argv) and C(keep), a regular
+        expression of the output lines to return (the others are dropped on the node).
+      - A program without a C(/) is looked up on C(PATH), then in O(search_paths).
     type: dict
     default: {}
   binaries:
@@ -143,14 +144,9 @@ def main() -> None:
         supports_check_mode=True,
     )
     p = module.params
-    commands = {}
-    for name, argv in p["commands"].items():
-        if isinstance(argv, str) or not isinstance(argv, list):
-            module.fail_json(msg=f"node_probe: commands[{name}] must be a list (program and arguments), got {argv!r}")
-        commands[name] = [str(a) for a in argv]
     try:
         result = probe(
-            commands,
+            p["commands"],
             p["binaries"],
             p["paths"],
             p["kernel_log_patterns"],

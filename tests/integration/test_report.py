@@ -118,7 +118,8 @@ def test_results_json_names_node_check_and_line(failed_run: dict[str, Any]) -> N
     assert f"GPU {GST_GPU2}" in fail["line"] and "met: FALSE" in fail["line"]
     node2 = data["nodes"]["node2"]
     assert node2["facts"]["hostname"] == "node2" and node2["facts"]["rvs_version"]
-    assert node2["facts"]["gpu_model"] == "MI300X" and node2["facts"]["backend"] == "baremetal"
+    # the model as amd-smi names it (preflight runs first; RVS's configuration folder is MI300X)
+    assert node2["facts"]["gpu_model"] == "AMD Instinct MI300X" and node2["facts"]["backend"] == "baremetal"
     rvs = node2["checks"]["rvs"]
     assert rvs["duration"] is not None and rvs["started"] and rvs["backend"] == "baremetal"
     assert any(m["metric"] == "test gst_single" and m["status"] == "FAIL" for m in rvs["metrics"])
@@ -131,7 +132,8 @@ def test_junit_validates_and_counts_one_failure(failed_run: dict[str, Any]) -> N
     xmlschema.XMLSchema(str(XSD)).validate(text)
     xmlschema.XMLSchema(str(JUNIT10)).validate(text)
     root = ET.fromstring(text)
-    assert (root.get("tests"), root.get("failures"), root.get("errors")) == ("6", "1", "0")
+    # 3 nodes x preflight, rvs, maxtext
+    assert (root.get("tests"), root.get("failures"), root.get("errors")) == ("9", "1", "0")
     assert root.get("skipped") is None and "." in (root.get("time") or "")
     failures = root.findall(".//testcase/failure/..")
     assert [(c.get("classname"), c.get("name")) for c in failures] == [("cvs.rvs", "node2")]
@@ -166,7 +168,7 @@ def test_html_report_renders_in_headless_chromium(failed_run: dict[str, Any], tm
     assert rows == ["node2", "node1", "node3"]  # failing nodes first
     cells = re.findall(r'<td class="cell (\w+)" data-node="(\w+)" data-check="(\w+)"', dom)
     assert [c for c in cells if c[0] != "PASS"] == [("FAIL", "node2", "rvs")], cells
-    assert len(cells) == 6
+    assert len(cells) == 9
     assert "<details" in dom and "met: FALSE" in dom
     OUTPUT.mkdir(parents=True, exist_ok=True)
     shot = OUTPUT / "report.png"

@@ -90,3 +90,14 @@ def test_a_probe_of_this_machine_has_every_part(tmp_path: Path) -> None:
     assert out["commands"]["py"]["stdout"] == "42\n" and out["binaries"]["no-such-tool-x"] is None
     assert out["kernel"] == os.uname().release and out["disk"][0]["free_mb"] > 0
     assert out["kernel_log"]["readable"] is None
+
+
+def test_a_command_can_keep_only_the_lines_the_caller_needs() -> None:
+    out = probe({"many": {"argv": ["printf", "a:1\\nb:2\\na:3\\n"], "keep": "^a:"}}, [], [], {}, {}, 10)
+    assert out["commands"]["many"]["stdout"] == "a:1\na:3\n"
+    with pytest.raises(ProbeError, match=r"commands\[many\]\.keep: '\['"):
+        probe({"many": {"argv": ["true"], "keep": "["}}, [], [], {}, {}, 10)
+    with pytest.raises(ProbeError, match=r"commands\[many\]: unknown key\(s\) kep"):
+        probe({"many": {"argv": ["true"], "kep": "x"}}, [], [], {}, {}, 10)
+    with pytest.raises(ProbeError, match=r"commands\[many\] must be a non-empty list"):
+        probe({"many": "true"}, [], [], {}, {}, 10)
