@@ -1,7 +1,7 @@
 # Copyright: cvs.cluster contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""An MPI launch across the workload hosts (role cvs.cluster.mpi): what must hold before ``mpirun`` starts, the
-hostfile, and which rank (and node) failed first.
+"""An MPI launch across the workload hosts (role cvs.cluster.mpi): what must hold before ``mpirun`` starts, and
+which rank (and node) failed first.
 
 Every node is probed (``cvs.cluster.node_probe``: ``mpirun`` present, CPUs, and the lines of
 ``ompi_info --all --parsable`` about the requested ``--mca`` settings); :func:`launch_problems` names, per node,
@@ -146,11 +146,6 @@ def launch_problems(probes: Mapping[str, Any], slots: Any, mca: Any, mpirun: str
                 f"{p} (setting mpi_mca)" for p in mca_problems(settings, parse_ompi_info(info_run.get("stdout", "")))
             )
     return out
-
-
-def hostfile(addresses: Sequence[str], slots: int) -> str:
-    """One ``<address> slots=<n>`` line per node, in rank order (the head first)."""
-    return "".join(f"{a} slots={int(slots)}\n" for a in addresses)
 
 
 def rank_nodes(nodes: Sequence[str], slots: int) -> dict[int, str]:

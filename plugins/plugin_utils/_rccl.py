@@ -111,7 +111,6 @@ def judge(text: str, test: str, limits: Any = None, in_place: bool = False) -> d
     rows = table["rows"]
     metrics: list[dict[str, Any]] = []
     problems: list[str] = []
-    lines: list[str] = []
     if not rows:
         return {
             "status": "ERROR",
@@ -153,7 +152,6 @@ def judge(text: str, test: str, limits: Any = None, in_place: bool = False) -> d
                 "message": None,
             }
         )
-    lines = list(problems)
     return {
         "status": "FAIL" if problems else "PASS",
         "reason": f"{test}: " + "; ".join(problems)
@@ -162,7 +160,7 @@ def judge(text: str, test: str, limits: Any = None, in_place: bool = False) -> d
         "rows": rows,
         "avg_busbw": table["avg_busbw"],
         "metrics": metrics,
-        "lines": lines,
+        "lines": list(problems),
     }
 
 

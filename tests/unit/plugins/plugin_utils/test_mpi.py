@@ -11,7 +11,6 @@ from ansible_collections.cvs.cluster.plugins.plugin_utils._mpi import (
     MpiSettingsError,
     check_mca,
     first_failure,
-    hostfile,
     launch_problems,
     mca_problems,
     ompi_keep_pattern,
@@ -118,8 +117,7 @@ def test_launch_problems_name_each_node_and_setting() -> None:
         launch_problems({}, 0, {})
 
 
-def test_hostfile_and_rank_placement_by_node() -> None:
-    assert hostfile(["10.0.0.1", "10.0.0.2"], 2) == "10.0.0.1 slots=2\n10.0.0.2 slots=2\n"
+def test_rank_placement_by_node() -> None:
     assert rank_nodes(["a", "b", "c"], 2) == {0: "a", 1: "b", 2: "c", 3: "a", 4: "b", 5: "c"}
 
 
