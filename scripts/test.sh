@@ -59,6 +59,7 @@ phase lint bash scripts/lint.sh
 phase sanity bash scripts/sanity.sh
 phase cluster-up cluster_up
 if [[ $status -eq 0 || -z "${CVS_STOP_ON_FAILURE:-}" ]]; then
-  phase integration "$PY" -m pytest tests/integration -q -p no:cacheprovider -rfE --durations=30
+  phase integration "$PY" -m pytest tests/integration -q -p no:cacheprovider -rfE --durations=30 \
+	--junitxml=.cache/integration-junit.xml
 fi
 exit $status

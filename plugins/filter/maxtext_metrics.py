@@ -1,18 +1,21 @@
 # Copyright: cvs.cluster contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Filters cvs.cluster.maxtext_metrics and cvs.cluster.check_thresholds.
+"""Filters cvs.cluster.maxtext_metrics, check_thresholds, maxtext_first_failure and maxtext_first_error.
 
-Documentation lives in the sibling maxtext_metrics.yml and check_thresholds.yml.
+Documentation lives in the sibling maxtext_metrics.yml, check_thresholds.yml, maxtext_first_failure.yml and
+maxtext_first_error.yml.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any, Callable, Dict, List
 
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.cvs.cluster.plugins.plugin_utils._maxtext import maxtext_metrics as _maxtext_metrics
+from ansible_collections.cvs.cluster.plugins.plugin_utils._maxtext_failure import first_error, first_failure
 from ansible_collections.cvs.cluster.plugins.plugin_utils._thresholds import evaluate_thresholds
 
 
@@ -77,6 +80,23 @@ def check_thresholds(metrics: Any, thresholds: Any = None) -> List[Dict[str, Any
         raise AnsibleFilterError(f"cvs.cluster.check_thresholds: {exc}") from exc
 
 
+def maxtext_first_failure(nodes: Any) -> Any:
+    """The node a failed multi-node run is blamed on (see maxtext_first_failure.yml)."""
+    if not isinstance(nodes, (list, tuple)) or not all(isinstance(n, Mapping) and "node" in n for n in nodes):
+        raise AnsibleFilterError("cvs.cluster.maxtext_first_failure expects a list of mappings with a 'node' key")
+    return first_failure(nodes)
+
+
+def maxtext_first_error(text: Any, patterns: Any, ignore_patterns: Any = None) -> Any:
+    """The name of the first error pattern matching a line of a log (see maxtext_first_error.yml)."""
+    if not isinstance(patterns, Mapping) or not isinstance(ignore_patterns or {}, Mapping):
+        raise AnsibleFilterError("cvs.cluster.maxtext_first_error expects patterns as mappings of name to regex")
+    try:
+        return first_error(str(text or ""), patterns, ignore_patterns or {})
+    except re.error as exc:
+        raise AnsibleFilterError(f"cvs.cluster.maxtext_first_error: invalid regex: {exc}") from exc
+
+
 class FilterModule:
     """MaxText metrics and threshold checks."""
 
@@ -84,4 +104,6 @@ class FilterModule:
         return {
             "maxtext_metrics": maxtext_metrics,
             "check_thresholds": check_thresholds,
+            "maxtext_first_failure": maxtext_first_failure,
+            "maxtext_first_error": maxtext_first_error,
         }

@@ -21,13 +21,15 @@ description:
     (RCCL's C(NCCL WARN) about NUMA balancing or C(iommu=pt)).
   - V(completion_marker) returns the regex of the last step line of an O(steps)-step run
     (C(completed step:\s*<steps-1>,)); steps count from 0.
+  - V(joining_pattern) returns the regex of the line every MaxText process prints before it joins the JAX
+    distributed system; a rank whose log lacks it never joined the run.
 options:
   _terms:
     description: What to return, one value per term.
     type: list
     elements: str
     required: true
-    choices: [error_patterns, ignore_error_patterns, completion_marker]
+    choices: [error_patterns, ignore_error_patterns, completion_marker, joining_pattern]
   steps:
     description: Number of training steps (at least 1), for V(completion_marker).
     type: int
@@ -64,7 +66,7 @@ RETURN = r"""
 _raw:
   description:
     - One entry per term. V(error_patterns) and V(ignore_error_patterns) are mappings of name to regex;
-      V(completion_marker) is a regex string.
+      V(completion_marker) and V(joining_pattern) are regex strings.
   type: list
   elements: raw
   sample:
@@ -79,10 +81,11 @@ from ansible.plugins.lookup import LookupBase
 from ansible_collections.cvs.cluster.plugins.plugin_utils._maxtext import (
     DEFAULT_ERROR_PATTERNS,
     DEFAULT_IGNORE_ERROR_PATTERNS,
+    JOINING_RE,
     completion_marker,
 )
 
-_CHOICES = ("error_patterns", "ignore_error_patterns", "completion_marker")
+_CHOICES = ("error_patterns", "ignore_error_patterns", "completion_marker", "joining_pattern")
 
 
 class LookupModule(LookupBase):
@@ -95,6 +98,8 @@ class LookupModule(LookupBase):
                 results.append(dict(DEFAULT_ERROR_PATTERNS))
             elif name == "ignore_error_patterns":
                 results.append(dict(DEFAULT_IGNORE_ERROR_PATTERNS))
+            elif name == "joining_pattern":
+                results.append(JOINING_RE.pattern)
             elif name == "completion_marker":
                 steps = self.get_option("steps")
                 if steps is None:

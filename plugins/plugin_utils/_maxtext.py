@@ -30,7 +30,9 @@ from typing import Any, Dict, Iterable, List, Optional, Union
 __all__ = [
     "DEFAULT_ERROR_PATTERNS",
     "DEFAULT_IGNORE_ERROR_PATTERNS",
+    "ECHO_ERRORS",
     "EVAL_RE",
+    "JOINING_RE",
     "STEP_RE",
     "completion_marker",
     "maxtext_metrics",
@@ -62,6 +64,8 @@ _STEP_FIELDS = {
 Number = Union[int, float]
 
 _ERROR_SIGNATURES = [
+    # MaxText's own stop (abort_on_nan_loss: true); with false the run goes on printing loss: nan and exits 0
+    ("nan_loss_abort", r"Aborting training due to NaN loss"),
     # loss: nan, main_model_loss: inf, TFLOP/s/device: -inf, eval loss=nan, jax_debug_nans
     (
         "nan_or_inf",
@@ -72,10 +76,15 @@ _ERROR_SIGNATURES = [
         r"RESOURCE_EXHAUSTED|\bout of memory\b|Failed to allocate request|std::bad_alloc"
         r"|hipErrorOutOfMemory|HIP_ERROR_OutOfMemory",
     ),
+    # a MaxText config key the installed version does not have: ValueError: 'no_such_key' not in 'emb_dim', ...
+    ("unknown_config_key", r"ValueError: '[^']+' not in '"),
+    # the survivors of a rank that died: their collective lost its peer (Gloo on CPU and in JAX's host collectives)
+    ("collective_peer_lost", r"Gloo \w+(?:-\w+)* failed|Connection reset by peer|Connection closed by peer"),
     ("jax_heartbeat", r"missing heartbeats|heartbeat timeout"),
     (
         "jax_coordination",
-        r"DEADLINE_EXCEEDED|Barrier timed out|Shutdown barrier has failed|CoordinationServiceError|BarrierError",
+        r"DEADLINE_EXCEEDED|Barrier timed out|Shutdown barrier has failed|CoordinationServiceError|BarrierError"
+        r"|JAX distributed service detected fatal errors",
     ),
     ("rccl_timeout", r"\b[NR]CCL timeout|collective operation timeout"),
     (
@@ -102,6 +111,13 @@ _ERROR_SIGNATURES = [
     ("python_exception", r"Traceback \(most recent call last\)|ModuleNotFoundError"),
 ]
 
+#: Signatures that report another task's failure, not this node's own: a rank that died, or one that never
+#: joined, makes every other rank print one of these. They never name the culprit of a run (_maxtext_failure.py).
+ECHO_ERRORS = ("collective_peer_lost", "jax_heartbeat", "jax_coordination")
+
+#: The line every MaxText process prints before it joins the JAX distributed system (GPU and CPU backends).
+JOINING_RE = re.compile(r"Attempting to initialize the jax distributed system", re.IGNORECASE)
+
 #: Ordered error signatures for ``cvs.cluster.log_poll`` ``error_patterns``
 #: (name -> regex, never anchored). Every regex carries a scoped ``(?i:...)``
 #: flag, so it matches case-insensitively however the consumer compiles it,
@@ -116,6 +132,9 @@ DEFAULT_ERROR_PATTERNS: Dict[str, str] = OrderedDict((name, f"(?i:{rx})") for na
 #: host checks, not to the training run.
 DEFAULT_IGNORE_ERROR_PATTERNS: Dict[str, str] = OrderedDict(
     [
+        # MaxText >= 0.2 at start-up, for each optional cloud integration it lacks:
+        # [NO-OP] mldiagnostics: dependency missing; using stub. (ModuleNotFoundError)
+        ("maxtext_optional_stub", r"(?i:\[NO-OP\] [^\n]*dependency missing; using stubs?\b)"),
         ("rccl_numa_balancing", r"(?i:NCCL WARN NUMA auto balancing enabled)"),
         ("rccl_iommu_pt", r"(?i:NCCL WARN Missing \"?iommu=pt\"? from kernel command line)"),
     ]

@@ -267,7 +267,10 @@ class _Mapper:
             elif key == "tokenizer_path":
                 self.settings["maxtext_tokenizer_path"] = self.text(value, path)
             elif key == "hardware":
-                self.ignored.append(f"{path}: the role sets gpu (one node) or gpu_multiprocess (several)")
+                self.ignored.append(
+                    f"{path}: the role sets gpu (MaxText's GPU-cluster interface: one process per node, "
+                    "JAX_COORDINATOR_IP/PORT, NNODES, NODE_RANK)"
+                )
             elif key == "base_config":
                 if self.text(value, path) != "base.yml":
                     raise MaxtextConfigError(f"{path}: only base.yml (MaxText's own) is mapped; set "

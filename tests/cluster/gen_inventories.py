@@ -7,6 +7,7 @@ Run by up.sh (with /usr/bin/python3, stdlib only) once every node is up:
 
     gen_inventories.py --out tests/cluster/generated --nodes 3 --subnet 10.77.0 --ssh-port 22 \\
         --bridge br-cvs --key .../id_ed25519 --image cvs-sim-node:latest --image-id sha256:... \\
+        --maxtext-image cvs-sim-maxtext:latest \\
         --ctl .../ctl.sh --state-dir /run/cvs-sim --var-dir /var/lib/cvs-sim [--podman]
 
 Writes OUT/cluster.json, OUT/inventory-baremetal.yml, OUT/inventory-container.yml,
@@ -76,6 +77,8 @@ def cluster_json(a: argparse.Namespace, inventories: dict[str, Path]) -> str:
         "key": a.key,
         "image": a.image,
         "image_id": a.image_id,
+        "maxtext_image": a.maxtext_image,
+        "maxtext_python": "/opt/cvs-maxtext/bin/python3",
         "ctl": a.ctl,
         "ssh_config": str(a.out / "ssh_config"),
         "inventories": {orch: str(path) for orch, path in inventories.items()},
@@ -184,6 +187,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--key", required=True, help="the harness's SSH private key")
     p.add_argument("--image", required=True, help="the node image reference")
     p.add_argument("--image-id", required=True, help="its image ID")
+    p.add_argument("--maxtext-image", required=True, help="the node image plus real MaxText (tests/cluster/maxtext)")
     p.add_argument("--ctl", required=True, help="path of ctl.sh")
     p.add_argument("--state-dir", required=True, help="/run/cvs-sim")
     p.add_argument("--var-dir", required=True, help="/var/lib/cvs-sim")

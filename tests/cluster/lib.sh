@@ -26,6 +26,12 @@ STANDINS_DIR=$IMAGE_DIR/stand-ins
 LOCK_FILE=/run/lock/cvs-sim.lock
 BRIDGE=br-cvs
 NODE_IMAGE=cvs-sim-node:latest
+# the node image plus real MaxText (tests/cluster/maxtext); node engines get both, podman the node image only
+MAXTEXT_IMAGE=cvs-sim-maxtext:latest
+MAXTEXT_SRC_DIR=$CVS_SIM_DIR/maxtext
+MAXTEXT_SUITE=trixie
+# the runtime on the host, bind-mounted read-only on /opt/cvs-maxtext in every node (the image carries a copy)
+MAXTEXT_RUNTIME=$VAR_DIR/maxtext-runtime
 IMAGE_LABEL=org.cvs-sim.input-hash
 SUITE=bookworm
 HOST_DOCKER_SOCK=/var/run/docker.sock

@@ -382,20 +382,21 @@ ensure_image() {
 	IMAGE_ID=$(docker image inspect -f '{{.Id}}' "$NODE_IMAGE")
 }
 
-# Give the node engine the image unless it already has this image ID.
+# Give the node engine an image unless it already has this image ID (a load skips the layers it has).
 ensure_node_image() {
-	local name=$1 sock nid tar=$CACHE_DIR/node-image.tar
-	STEP="loading $NODE_IMAGE into $name"
+	local name=$1 image=${2:-$NODE_IMAGE} want=${3:-$IMAGE_ID} sock nid tar
+	tar=$CACHE_DIR/$(printf '%s' "${image%%:*}" | tr -c 'A-Za-z0-9-' _).tar
+	STEP="loading $image into $name"
 	sock=$(node_sock "$name")
-	nid=$(docker -H "unix://$sock" image inspect -f '{{.Id}}' "$NODE_IMAGE" 2>/dev/null || true)
-	[[ $nid == "$IMAGE_ID" ]] && return 0
-	if [[ ! -s $tar || $(cat "$tar.id" 2>/dev/null) != "$IMAGE_ID" ]]; then
+	nid=$(docker -H "unix://$sock" image inspect -f '{{.Id}}' "$image" 2>/dev/null || true)
+	[[ $nid == "$want" ]] && return 0
+	if [[ ! -s $tar || $(cat "$tar.id" 2>/dev/null) != "$want" ]]; then
 		rm -f "$tar" "$tar.id"
-		docker save -o "$tar.part" "$NODE_IMAGE" >>"$LOG" 2>&1
+		docker save -o "$tar.part" "$image" >>"$LOG" 2>&1
 		mv -f "$tar.part" "$tar"
-		printf '%s\n' "$IMAGE_ID" >"$tar.id"
+		printf '%s\n' "$want" >"$tar.id"
 	fi
-	say "loading $NODE_IMAGE into $name"
+	say "loading $image into $name"
 	docker -H "unix://$sock" load -i "$tar" >>"$LOG" 2>&1
 	if [[ -n $nid ]]; then docker -H "unix://$sock" rmi "$nid" >>"$LOG" 2>&1 || true; fi
 }
@@ -403,7 +404,7 @@ ensure_node_image() {
 # Podman on the node (optional: only when podman is installed): per-node
 # storage/config (lib.sh), and the image unless that storage has this ID.
 ensure_node_podman() {
-	local name=$1 pid tar=$CACHE_DIR/node-image.tar
+	local name=$1 pid tar=$CACHE_DIR/cvs-sim-node.tar
 	STEP="$name: podman storage and config"
 	node_write_podman_config "$name"
 	STEP="loading $NODE_IMAGE into $name (podman)"
@@ -418,6 +419,74 @@ ensure_node_podman() {
 	say "loading $NODE_IMAGE into $name (podman)"
 	node_podman "$name" load -i "$tar" </dev/null >>"$LOG" 2>&1 9>&-
 	if [[ -n $pid ]]; then node_podman "$name" rmi "$pid" </dev/null >>"$LOG" 2>&1 9>&- || true; fi
+}
+
+# ---------------------------------------------------------------- real MaxText
+
+# The host's apt sources, moved from $SUITE to $MAXTEXT_SUITE (same mirrors, -updates and -security).
+maxtext_mirrors() {
+	apt_mirrors | sed -E "s/ ${SUITE}(-[a-z]+)? main\$/ ${MAXTEXT_SUITE}\1 main/"
+}
+
+# $MAXTEXT_RUNTIME/opt/cvs-maxtext: trixie's /usr (Python 3.13) with MaxText and its pinned packages in
+# /usr/local, and bin/python3 that starts it (tests/cluster/maxtext/README.md). Built once per machine; ~1.3 GB.
+ensure_maxtext_runtime() {
+	local h part root triplet loader mirrors=() t0=$SECONDS
+	STEP="building the MaxText runtime"
+	mapfile -t mirrors < <(maxtext_mirrors)
+	h=$({
+		printf '%s\n' v1 "$MAXTEXT_SUITE" "${mirrors[@]}"
+		cat "$MAXTEXT_SRC_DIR/requirements.txt" "$MAXTEXT_SRC_DIR/python3"
+	} | sha256sum | cut -c1-12)
+	MAXTEXT_HASH=$h
+	[[ $(cat "$MAXTEXT_RUNTIME/input-hash" 2>/dev/null) == "$h" ]] && return 0
+	say "building the MaxText runtime: Python 3.13 ($MAXTEXT_SUITE) and MaxText 0.2.5 (once per machine; ~1 min)"
+	part=$MAXTEXT_RUNTIME.part
+	rm -rf "$part"
+	UNDO+=("rm -rf $part")
+	root=$part/rootfs
+	mkdir -p "$part"
+	"$BIN_mmdebstrap" --variant=minbase --include=python3,python3-pip,ca-certificates \
+		"$MAXTEXT_SUITE" "$root" "${mirrors[@]}" </dev/null >>"$LOG" 2>&1
+	# pip runs in the root filesystem, trusting what the host trusts (a site's proxy CA included)
+	cp /etc/ssl/certs/ca-certificates.crt "$root/tmp/host-ca.crt"
+	cp -L /etc/resolv.conf "$root/etc/resolv.conf"
+	cp "$MAXTEXT_SRC_DIR/requirements.txt" "$root/tmp/requirements.txt"
+	env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 PIP_CERT=/tmp/host-ca.crt \
+		${PIP_INDEX_URL:+PIP_INDEX_URL="$PIP_INDEX_URL"} ${PIP_DEFAULT_TIMEOUT:+PIP_DEFAULT_TIMEOUT="$PIP_DEFAULT_TIMEOUT"} \
+		chroot "$root" python3 -m pip install --quiet --no-cache-dir --no-deps --break-system-packages \
+		--root-user-action=ignore --ignore-installed --no-warn-script-location -r /tmp/requirements.txt </dev/null >>"$LOG" 2>&1
+	triplet=$(chroot "$root" python3 -c 'import sysconfig; print(sysconfig.get_config_var("MULTIARCH"))')
+	loader=$(find "$root/usr/lib/$triplet" -maxdepth 1 -name 'ld-linux-*.so.*' -printf '%f\n' | sort | head -n1)
+	mkdir -p "$part/opt/cvs-maxtext/bin"
+	mv "$root/usr" "$part/opt/cvs-maxtext/usr"
+	rm -rf "$root" "$part/opt/cvs-maxtext/usr/share/"{doc,man,locale,info}
+	sed -e "s/@TRIPLET@/$triplet/g" -e "s/@LOADER@/$loader/g" "$MAXTEXT_SRC_DIR/python3" >"$part/opt/cvs-maxtext/bin/python3"
+	chmod 0755 "$part/opt/cvs-maxtext/bin/python3"
+	"$part/opt/cvs-maxtext/bin/python3" -c 'import jax, maxtext' >>"$LOG" 2>&1 ||
+		die "the MaxText runtime does not import jax and maxtext (log: $LOG)"
+	cp "$MAXTEXT_SRC_DIR/Dockerfile" "$part/Dockerfile"
+	printf '%s\n' "$h" >"$part/input-hash"
+	rm -rf "$MAXTEXT_RUNTIME"
+	mv "$part" "$MAXTEXT_RUNTIME"
+	say "MaxText runtime built in $((SECONDS - t0)) s: $(du -sh "$MAXTEXT_RUNTIME/opt/cvs-maxtext" | cut -f1)"
+}
+
+# $MAXTEXT_IMAGE: the node image plus the runtime, rebuilt when either changes.
+ensure_maxtext_image() {
+	local h cur old t0=$SECONDS
+	STEP="building $MAXTEXT_IMAGE"
+	h=$(printf '%s\n' "$IMAGE_ID" "$MAXTEXT_HASH" | sha256sum | cut -c1-16)
+	cur=$(docker image inspect -f "{{ index .Config.Labels \"$IMAGE_LABEL\" }}" "$MAXTEXT_IMAGE" 2>/dev/null || true)
+	if [[ $cur != "$h" ]]; then
+		old=$(docker image inspect -f '{{.Id}}' "$MAXTEXT_IMAGE" 2>/dev/null || true)
+		say "building $MAXTEXT_IMAGE (inputs changed)"
+		DOCKER_BUILDKIT=0 docker build --build-arg "NODE_IMAGE=$NODE_IMAGE" --label "$IMAGE_LABEL=$h" \
+			-t "$MAXTEXT_IMAGE" "$MAXTEXT_RUNTIME" </dev/null >>"$LOG" 2>&1
+		if [[ -n $old ]]; then docker rmi "$old" >>"$LOG" 2>&1 || true; fi
+		say "$MAXTEXT_IMAGE built in $((SECONDS - t0)) s"
+	fi
+	MAXTEXT_IMAGE_ID=$(docker image inspect -f '{{.Id}}' "$MAXTEXT_IMAGE")
 }
 
 # ---------------------------------------------------------------- stand-ins
@@ -665,7 +734,7 @@ write_generated() {
 	if ((HAVE_PODMAN)); then podman=(--podman); fi
 	"$PYTHON" "$CVS_SIM_DIR/gen_inventories.py" --out "$GEN_DIR" --nodes "$NODES" --subnet "$SUBNET" \
 		--ssh-port "$SSH_PORT" --bridge "$BRIDGE" --key "$GEN_DIR/id_ed25519" --image "$NODE_IMAGE" \
-		--image-id "$IMAGE_ID" --ctl "$CVS_SIM_DIR/ctl.sh" --state-dir "$STATE_DIR" --var-dir "$VAR_DIR" \
+		--image-id "$IMAGE_ID" --maxtext-image "$MAXTEXT_IMAGE" --ctl "$CVS_SIM_DIR/ctl.sh" --state-dir "$STATE_DIR" --var-dir "$VAR_DIR" \
 		"${podman[@]}" </dev/null >>"$LOG" 2>&1
 }
 
@@ -678,7 +747,7 @@ main() {
 	case $REPO_ROOT/ in
 	/tmp/*) die "the checkout $REPO_ROOT is under /tmp, which each simulated node replaces with a private tmpfs; move it elsewhere (e.g. /var/tmp or /srv)" ;;
 	esac
-	require_bins ip sshd dockerd mmdebstrap docker nsenter unshare iptables ssh-keygen ss flock setsid
+	require_bins ip sshd dockerd mmdebstrap docker nsenter unshare iptables ssh-keygen ss flock setsid chroot
 	take_lock 900
 	check_recorded_state
 	check_subnet_free
@@ -689,12 +758,17 @@ main() {
 	ensure_dirs
 	UNDO+=(undo_mountpoints)
 	load_our_mountpoints
-	BIND_LIST=$(standin_binds)
+	ensure_maxtext_runtime
+	BIND_LIST=$(
+		standin_binds
+		printf '%s\t%s\n' "$MAXTEXT_RUNTIME/opt/cvs-maxtext" /opt/cvs-maxtext
+	)
 	ensure_key
 	write_hosts
 	ensure_host_dockerd
 	ensure_bridge
 	ensure_image
+	ensure_maxtext_image
 	local k
 	for ((k = 1; k <= NODES; k++)); do
 		ensure_node "$k"
@@ -702,6 +776,7 @@ main() {
 	remove_extra_nodes
 	for ((k = 1; k <= NODES; k++)); do
 		ensure_node_image "$(node_name "$k")"
+		ensure_node_image "$(node_name "$k")" "$MAXTEXT_IMAGE" "$MAXTEXT_IMAGE_ID"
 	done
 	HAVE_PODMAN=0
 	if command -v podman >/dev/null 2>&1; then

@@ -84,6 +84,7 @@ class Cluster:
     key: Path
     image: str
     image_id: str
+    maxtext_image: str
     inventory_baremetal: Path
     inventory_container: Path
     ssh_config: Path
@@ -139,6 +140,7 @@ def load_cluster(path: Path = CLUSTER_JSON) -> Cluster:
         key=Path(data["key"]),
         image=data["image"],
         image_id=data.get("image_id", ""),
+        maxtext_image=data.get("maxtext_image", ""),
         inventory_baremetal=Path(data["inventories"]["baremetal"]),
         inventory_container=Path(data["inventories"]["container"]),
         ssh_config=Path(data["ssh_config"]),

@@ -121,8 +121,10 @@ def role_vars(tag: str, results_dir: Path, scratch: Path) -> dict[str, Any]:
             "CVS_STAND_IN_DIR": "/nonexistent/" + payload(tag, "standin"),
             "TZ": "UTC",
         },
-        "maxtext_extra_args": ["cvs_hostile=" + payload(tag, "arg")],
-        "maxtext_config_overrides": {"cvs_hostile": payload(tag, "config")},
+        "maxtext_extra_args": [
+            "tokenizer_path=" + payload(tag, "arg")
+        ],  # a key base.yml has: unknown keys stop the run
+        "maxtext_config_overrides": {"tokenizer_path": payload(tag, "config")},
         "maxtext_error_patterns_extra": {"hostile": re.escape(payload(tag, "pattern"))},
         "maxtext_ignore_error_patterns_extra": {"hostile_ignored": re.escape(payload(tag, "ignore"))},
         "rvs_rocm_runtime_lib_path": "/opt/rocm/lib:" + payload(tag, "ldpath"),
@@ -174,7 +176,7 @@ def test_hostile_yaml_inventory_and_role_vars_run_nothing_on_baremetal(
         # the payloads reached the trainer as data, byte for byte
         text = Path(rec["log"]).read_text()
         assert f"run {rec['run']} on {name}, process" in text
-        assert "cvs_hostile=" + payload(tag, "arg") in text
+        assert "tokenizer_path=" + payload(tag, "arg") in text
 
 
 def test_hostile_cluster_file_and_role_vars_run_nothing_in_containers(
@@ -223,7 +225,7 @@ def test_hostile_cluster_file_and_role_vars_run_nothing_in_containers(
     assert_passed(maxtext, results, names, maxtext_out)
     for rec in results.values():
         assert rec["backend"] == "container"
-        assert "cvs_hostile=" + payload(tag, "arg") in Path(rec["log"]).read_text()
+        assert "tokenizer_path=" + payload(tag, "arg") in Path(rec["log"]).read_text()
 
 
 # --------------------------------------------------------------------------- environment variable names

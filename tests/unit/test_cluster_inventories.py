@@ -25,7 +25,8 @@ COMMON_ARGS = "-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null"
 def generate(out: Path, nodes: int = 3, *extra: str, subnet: str = "10.77.0", port: int = 22) -> Path:
     argv = [sys.executable, str(GENERATOR), "--out", str(out), "--nodes", str(nodes), "--subnet", subnet]
     argv += ["--ssh-port", str(port), "--bridge", "br-cvs", "--key", KEY, "--image", IMAGE]
-    argv += ["--image-id", "sha256:0123abcd", "--ctl", "/srv/cvs/tests/cluster/ctl.sh"]
+    argv += ["--image-id", "sha256:0123abcd", "--maxtext-image", "cvs-sim-maxtext:latest"]
+    argv += ["--ctl", "/srv/cvs/tests/cluster/ctl.sh"]
     argv += ["--state-dir", "/run/cvs-sim", "--var-dir", "/var/lib/cvs-sim", *extra]
     subprocess.run(argv, check=True, capture_output=True, text=True, timeout=60)
     return out

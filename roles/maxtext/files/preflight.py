@@ -5,6 +5,7 @@
 # Prints one JSON object: what was found and a list of [field, problem] pairs. Changes nothing.
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import re
@@ -86,6 +87,75 @@ def maxtext_layout(train):
     return script_dir, os.path.dirname(script_dir), os.path.dirname(script_dir)
 
 
+def module_file(module):
+    """The file of a module on this interpreter's path, found without importing anything ('' when none)."""
+    if not module:
+        return ""
+    parts = module.split(".")
+    for entry in sys.path:
+        path = os.path.join(entry or os.getcwd(), *parts) + ".py"
+        if os.path.isfile(path):
+            return path
+    return ""
+
+
+def given_config(req):
+    """({key: the setting that passed it}, {key: value}) of what the user set: maxtext_config_overrides, then
+    maxtext_extra_args of the form key=value (they come later on the command line, so they win)."""
+    keys, config = {}, {"dataset_type": req.get("dataset_type", "")}
+    for key, value in (req.get("overrides") or {}).items():
+        keys[str(key)] = "maxtext_config_overrides"
+        config[str(key)] = value
+    for arg in req.get("extra_args") or []:
+        match = re.match(r"([A-Za-z_][A-Za-z0-9_]*)=(.*)", str(arg), re.S)
+        if match:
+            keys[match.group(1)] = "maxtext_extra_args"
+            config[match.group(1)] = match.group(2)
+    return keys, config
+
+
+# dataset_type -> the config keys that it needs non-empty (MaxText's base.yml names them)
+DATASET_KEYS = {"hf": ["hf_path"], "grain": ["grain_train_files"], "tfds": ["dataset_path"]}
+
+
+def config_problems(base, keys, config):
+    """Keys the base config does not know (named with the setting that passed them and the closest known key),
+    and a dataset_type whose data setting is empty. Skipped when the interpreter has no YAML parser."""
+    try:
+        import yaml  # pylint: disable=import-outside-toplevel
+    except ImportError:
+        return []
+    try:
+        with open(base, encoding="utf-8") as handle:
+            known = yaml.safe_load(handle)
+    except (OSError, yaml.YAMLError) as exc:
+        return [["maxtext_base_config", f"{base} cannot be read as YAML: {exc}"]]
+    if not isinstance(known, dict):
+        return [["maxtext_base_config", f"{base} is not a mapping of config keys"]]
+    problems = []
+    for key, where in keys.items():
+        if key == "base_config" or key in known:
+            continue
+        close = difflib.get_close_matches(key, [str(k) for k in known], n=1)
+        problems.append(
+            [
+                where,
+                f"MaxText config key {key!r} is not known to the installed MaxText ({base})"
+                + (f"; did you mean {close[0]!r}?" if close else ""),
+            ]
+        )
+    dataset = str(config.get("dataset_type", known.get("dataset_type", "")))
+    for key in DATASET_KEYS.get(dataset, []):
+        if not str(config.get(key, known.get(key, "")) or "").strip():
+            problems.append(
+                [
+                    "maxtext_dataset_type",
+                    f"dataset_type {dataset} needs {key}, which is empty (set it in maxtext_config_overrides)",
+                ]
+            )
+    return problems
+
+
 def main():
     req = json.loads(sys.argv[1])
     problems = []
@@ -95,10 +165,17 @@ def main():
         problems.append(["cvs_scratch", f"the run directory {req['run_dir']} exists already (runs never share one)"])
 
     scripts = [s for s in req["train_scripts"] if s]
-    train = next((s for s in scripts if os.path.isfile(s)), "")
+    train = next((s for s in scripts if os.path.isfile(s)), "") or module_file(req.get("train_module") or "")
     found["train_script"] = train
     if not train:
-        problems.append(["maxtext_train_scripts", f"no train script at any configured path ({', '.join(scripts)})"])
+        module = req.get("train_module") or ""
+        problems.append(
+            [
+                "maxtext_train_scripts",
+                f"no train script at any configured path ({', '.join(scripts)})"
+                + (f" and no module {module} on {sys.executable}'s path" if module else ""),
+            ]
+        )
     else:
         config_root, checkout, packages = maxtext_layout(train)
         found["workdir"] = req["workdir"] or checkout
@@ -111,6 +188,8 @@ def main():
         found["base_config"] = base
         if base and not os.path.isfile(base):
             problems.append(["maxtext_base_config", f"{base} does not exist (train script: {train})"])
+        elif base:
+            problems.extend(config_problems(base, *given_config(req)))
 
     for field in ("tokenizer_path", "model_dir"):
         path = req.get(field) or ""

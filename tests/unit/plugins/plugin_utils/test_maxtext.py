@@ -352,7 +352,31 @@ def test_completion_marker_rejects_bad_steps(bad: object) -> None:
 
 # ----------------------------------------------------------------------------- error patterns
 
+# Lines real MaxText 0.2.5 (JAX 0.12 on CPU, 3 processes) printed in tests/integration/test_maxtext_real.py.
+REAL_NAN_ABORT = "I1207 02:41:07.310221 139838290515840 metric_logger.py:349] Aborting training due to NaN loss."
+REAL_PEER_LOST = (
+    "jax.errors.JaxRuntimeError: UNKNOWN: Gloo all-reduce failed: [external/gloo/gloo/transport/tcp/pair.cc:538] "
+    "Read error [10.77.0.12]:46015: Connection reset by peer"
+)
+REAL_NEVER_JOINED = (
+    "F1207 01:41:18.160779   17074 client.h:86] Terminating process because the JAX distributed service detected "
+    "fatal errors. This most likely indicates that another task died; see the other task logs for more details. "
+    "Disable Python buffering, i.e. `python -u`, to be sure to see all the previous output. absl::Status: "
+    "DEADLINE_EXCEEDED: Deadline Exceeded"
+)
+REAL_UNKNOWN_KEY = "ValueError: 'no_such_key' not in 'emb_dim', 'mlp_dim', 'num_decoder_layers', 'run_name'"
+REAL_STUB = "[NO-OP] mldiagnostics: dependency missing; using stub. (ModuleNotFoundError)"
+REAL_STEP = (
+    "I1207 01:40:48.082708 140388093601664 metric_logger.py:265] completed step: 19, seconds: 0.070, "
+    "TFLOP/s/device: 0.001, Tokens/s/device: 919.752, total_weights: 192, loss: 5.993, lm_loss: 5.993, "
+    "perplexity: 400.717"
+)
+
 ERROR_LINES = [
+    (REAL_NAN_ABORT, "nan_loss_abort"),
+    (REAL_PEER_LOST, "collective_peer_lost"),
+    (REAL_NEVER_JOINED, "jax_coordination"),
+    (REAL_UNKNOWN_KEY, "unknown_config_key"),
     # NaN / Inf in metrics
     (
         f"{PREFIX}completed step: 5, seconds: 5.6, TFLOP/s/device: 134.9, Tokens/s/device: 8672.7, "
@@ -454,7 +478,7 @@ def test_error_patterns_name_real_failure_strings(line: str, name: str) -> None:
 
 def test_error_patterns_cover_every_name() -> None:
     assert {name for _, name in ERROR_LINES} == set(DEFAULT_ERROR_PATTERNS)
-    assert next(iter(DEFAULT_ERROR_PATTERNS)) == "nan_or_inf"
+    assert next(iter(DEFAULT_ERROR_PATTERNS)) == "nan_loss_abort"
 
 
 def test_error_patterns_are_case_insensitive_without_flags() -> None:
@@ -502,6 +526,15 @@ def test_error_patterns_ignore_healthy_lines(line: str) -> None:
     assert first_error(line) is None
 
 
+def test_real_maxtext_startup_stubs_are_ignored_and_its_step_line_parses() -> None:
+    assert first_error(REAL_STUB) == "python_exception"
+    assert first_error(REAL_STUB, DEFAULT_IGNORE_ERROR_PATTERNS) == "maxtext_optional_stub"
+    assert first_error(REAL_STEP) is None
+    (step,) = parse_steps(REAL_STEP)
+    assert (step["step"], step["loss"], step["total_weights"]) == (19, 5.993, 192)
+    assert step["extra"] == {"lm_loss": 5.993, "perplexity": 400.717}
+
+
 def test_default_ignore_patterns_cover_benign_rccl_warnings() -> None:
     numa = (
         "n1:1234:1234 [0] NCCL WARN NUMA auto balancing enabled which can lead to variability in the RCCL performance"
@@ -518,7 +551,7 @@ def test_default_ignore_patterns_cover_benign_rccl_warnings() -> None:
 
 def test_filter_registration_and_inputs() -> None:
     filters = FilterModule().filters()
-    assert set(filters) == {"maxtext_metrics", "check_thresholds"}
+    assert set(filters) == {"maxtext_metrics", "check_thresholds", "maxtext_first_failure", "maxtext_first_error"}
     assert filters["maxtext_metrics"](GUIDE_LOG, 1, 5)["tflops_per_device"] == pytest.approx(134.908)
     from_lines = maxtext_filter(GUIDE_LOG.splitlines(), window=5)
     assert from_lines == maxtext_metrics(GUIDE_LOG, window=5)
