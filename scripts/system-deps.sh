@@ -22,6 +22,10 @@ PKGS=(
 	sudo             # become with a password (tests/integration/test_become.py)
 	openmpi-bin      # mpirun on the baremetal nodes (cvs.cluster.mpi, the rccl suite)
 	python3-mpi4py   # the all_reduce_perf stand-in's real MPI_Allreduce
+	slurmctld        # the simulated cluster's Slurm (tests/cluster/slurm.sh): controller in the head node,
+	slurmd           # one slurmd per node,
+	slurm-client     # sinfo, srun, scontrol, scancel,
+	munge            # and its authentication
 	make
 )
 
@@ -49,5 +53,12 @@ fi
 echo "system-deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
+# Packaged daemons (munge, slurmd, slurmctld) are not started: the simulated cluster starts its own.
+policy=/usr/sbin/policy-rc.d
+if [[ ! -e $policy ]]; then
+	printf '#!/bin/sh\nexit 101\n' >"$policy"
+	chmod 0755 "$policy"
+	trap 'rm -f "$policy"' EXIT
+fi
 apt-get install -y -qq "${missing[@]}"
 echo "system-deps: done"

@@ -13,7 +13,7 @@ necessarily the culprit. The rules, in order:
    killed with ``kill -9`` prints nothing: its exit status is its only trace);
 2. else, when every failure is an echo: the nodes whose log never shows the joining line
    (``JOINING_RE``): they never joined the run;
-3. else the node the watch heard first.
+3. else the node the watch heard first (also when that node left no record: unreachable, say).
 
 Among several nodes of one rule, the one the watch heard first wins, then the lowest node index.
 """
@@ -97,6 +97,9 @@ def first_failure(nodes: Sequence[Mapping[str, Any]]) -> Optional[dict[str, Any]
         return None
     heard = [n.get("aborted_by") for n in nodes if n.get("aborted_by")]
     heard_first = heard[0] if heard else None
+    if heard_first is not None and heard_first not in {n["node"] for n in nodes}:
+        # the node heard first left no record (unreachable, say): nothing here can tell better than the watch did
+        return {"node": heard_first, "reason": "", "rule": "heard_first", "also": []}
 
     own = [n for n in failed if _own(n)]
     if own:

@@ -7,7 +7,8 @@
 #   ctl.sh engine-stop <node>    stop the node's dockerd (its containers stop)
 #   ctl.sh engine-start <node>   start the node's dockerd again
 #   ctl.sh exec <node> <cmd...>  run a command inside the node (net, mount,
-#                                uts, ipc and pid namespaces; DOCKER_HOST set)
+#                                uts, ipc and pid namespaces; DOCKER_HOST and
+#                                SLURM_CONF set)
 #   ctl.sh status [<node>]       one line per node: sshd / engine state
 #   ctl.sh ssh <node> [<cmd...>] ssh into the node as root with the harness key
 #
@@ -19,7 +20,7 @@ PROG=cluster-ctl
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 usage() {
-	sed -n '2,15s/^# \{0,1\}//p' "${BASH_SOURCE[0]}" >&2
+	sed -n '2,16s/^# \{0,1\}//p' "${BASH_SOURCE[0]}" >&2
 	exit 2
 }
 
@@ -73,7 +74,7 @@ exec)
 	(($# >= 1)) || usage
 	init=$(node_init_pid "$NAME")
 	exec nsenter -t "$init" -n -m -u -i -p -- \
-		env HOME=/root DOCKER_HOST="unix://$(node_sock "$NAME")" "$@"
+		env HOME=/root DOCKER_HOST="unix://$(node_sock "$NAME")" SLURM_CONF="$SLURM_CONF" "$@"
 	;;
 ssh)
 	pick_node "$@"

@@ -39,6 +39,11 @@ T0=$SECONDS
 had_state=0
 [[ -d $STATE_DIR ]] && had_state=1
 
+if [[ -d $SLURM_DIR ]]; then
+	say "stopping Slurm (tests/cluster/slurm.sh)"
+	slurm_stop
+fi
+
 for name in $(recorded_nodes); do
 	say "stopping $name"
 	node_teardown "$name"

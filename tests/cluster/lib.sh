@@ -35,6 +35,9 @@ MAXTEXT_RUNTIME=$VAR_DIR/maxtext-runtime
 IMAGE_LABEL=org.cvs-sim.input-hash
 SUITE=bookworm
 HOST_DOCKER_SOCK=/var/run/docker.sock
+# the simulated Slurm (tests/cluster/slurm.sh): its state, and the configuration every node's sessions name
+SLURM_DIR=$STATE_DIR/slurm
+SLURM_CONF=$SLURM_DIR/slurm.conf
 PROG=${PROG:-cluster}
 
 # ---------------------------------------------------------------- messages
@@ -267,7 +270,7 @@ node_write_sshd_config() {
 		ClientAliveInterval 30
 		AcceptEnv LANG LC_*
 		Subsystem sftp internal-sftp
-		SetEnv DOCKER_HOST=unix://$dir/docker.sock CONTAINERS_STORAGE_CONF=$dir/storage.conf CONTAINERS_CONF=$dir/containers.conf
+		SetEnv DOCKER_HOST=unix://$dir/docker.sock CONTAINERS_STORAGE_CONF=$dir/storage.conf CONTAINERS_CONF=$dir/containers.conf SLURM_CONF=$SLURM_CONF
 	EOF
 	# A running listener keeps its old config until SIGHUP (it re-executes
 	# itself; open sessions stay): reload only when the config changed.
@@ -533,3 +536,37 @@ remove_mountpoints() {
 		rm -f "$f"
 	fi
 }
+
+# ---------------------------------------------------------------- Slurm (tests/cluster/slurm.sh)
+
+SLURM_PARTITION=cvs
+MUNGE_PID=$SLURM_DIR/munge/munged.pid
+
+slurm_munged_pid() {
+	local pid
+	pid=$(read_pid "$MUNGE_PID") || return 0
+	[[ -n $pid ]] && pid_alive "$pid" && [[ $(proc_comm "$pid") == munged ]] && printf '%s' "$pid"
+	return 0
+}
+
+# Cancel every job of the partition, stop the daemons slurm.sh started (slurmd, slurmstepd and slurmctld in the
+# nodes, munged on the host) and remove Slurm's state. Called by slurm.sh stop and down.sh.
+slurm_stop() {
+	local n pids=()
+	if [[ -f $SLURM_CONF ]]; then
+		SLURM_CONF=$SLURM_CONF timeout 10 scancel --full --quiet --partition="$SLURM_PARTITION" >/dev/null 2>&1 || true
+	fi
+	for n in $(recorded_nodes); do
+		node_init_pid "$n" >/dev/null || continue
+		# shellcheck disable=SC2207
+		pids+=($(node_comm_pids "$n" slurmd top) $(node_comm_pids "$n" slurmctld top) $(node_comm_pids "$n" slurmstepd))
+	done
+	kill_wait 10 "${pids[@]}"
+	pids=()
+	local m
+	m=$(slurm_munged_pid)
+	[[ -n $m ]] && pids+=("$m")
+	kill_wait 10 "${pids[@]}"
+	rm -rf "$SLURM_DIR"
+}
+

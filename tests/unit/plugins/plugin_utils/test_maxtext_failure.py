@@ -182,3 +182,14 @@ def test_first_error_filter_names_a_bad_regex() -> None:
         name("x", {"bad": "("})
     with pytest.raises(AnsibleFilterError, match="mappings"):
         name("x", ["loss"])
+
+
+def test_a_node_heard_first_without_a_record_is_left_as_the_watch_named_it() -> None:
+    """node2 became unreachable: it has no entry; the others were stopped by it and have nothing of their own."""
+    blame = first_failure(
+        [
+            node("node1", 0, "run stopped because node2 failed", aborted_by="node2"),
+            node("node3", 2, "run stopped because node2 failed", aborted_by="node2"),
+        ]
+    )
+    assert blame == {"node": "node2", "reason": "", "rule": "heard_first", "also": []}
