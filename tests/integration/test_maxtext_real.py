@@ -160,6 +160,25 @@ def test_real_maxtext_trains_on_three_nodes_and_passes_with_its_metrics(
     assert len(losses) == 1, f"the ranks disagree on the loss: {losses}"
     _assert_nothing_left(node_exec, records)
 
+    # the run's report (results.json, junit.xml, report.html) carries MaxText's real metrics per node
+    run_id = next(iter(records.values()))["run_id"]
+    report = f"""
+- hosts: localhost
+  gather_facts: false
+  tasks:
+    - cvs.cluster.report: {{results_dir: "{results_dir}", run_id: "{run_id}", checks: [maxtext]}}
+"""
+    assert run_playbook(report, backend, check=False).returncode == 0
+    data = json.loads((results_dir / run_id / "results.json").read_text())
+    assert data["summary"]["status"] == "PASS" and list(data["nodes"]) == NODES
+    (loss,) = losses
+    for node in NODES:
+        check = data["nodes"][node]["checks"]["maxtext"]
+        metrics = {m["metric"]: m for m in check["metrics"]}
+        assert check["status"] == "PASS" and metrics["tokens_per_device"]["value"] > 0, check
+        assert metrics["final_loss"]["value"] == loss, metrics["final_loss"]
+    assert (results_dir / run_id / "report.html").is_file() and (results_dir / run_id / "junit.xml").is_file()
+
 
 # --------------------------------------------------------------------------- NaN
 
