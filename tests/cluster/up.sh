@@ -350,7 +350,7 @@ image_input_hash() {
 }
 
 ensure_image() {
-	local pkgs base_hash base_tag tar h cur old mirrors=()
+	local pkgs base_hash base_tag tar mirrors=()
 	STEP="building the base image"
 	pkgs=$(image_packages)
 	mapfile -t mirrors < <(apt_mirrors)
@@ -370,16 +370,23 @@ ensure_image() {
 		docker import "$tar" "$base_tag" >>"$LOG" 2>&1
 	fi
 	STEP="building $NODE_IMAGE"
-	h=$(image_input_hash "$base_tag")
-	cur=$(docker image inspect -f "{{ index .Config.Labels \"$IMAGE_LABEL\" }}" "$NODE_IMAGE" 2>/dev/null || true)
+	IMAGE_ID=$(build_image "$NODE_IMAGE" "$(image_input_hash "$base_tag")" "$IMAGE_DIR" "BASE_IMAGE=$base_tag")
+}
+
+# build_image IMAGE HASH CONTEXT BUILD-ARG: build IMAGE from CONTEXT unless its label already records HASH (the
+# hash of its inputs), drop the image it replaces, and print its ID. Run in $(...): messages go to stderr.
+build_image() {
+	local image=$1 h=$2 context=$3 arg=$4 cur old t0=$SECONDS
+	cur=$(docker image inspect -f "{{ index .Config.Labels \"$IMAGE_LABEL\" }}" "$image" 2>/dev/null || true)
 	if [[ $cur != "$h" ]]; then
-		old=$(docker image inspect -f '{{.Id}}' "$NODE_IMAGE" 2>/dev/null || true)
-		say "building $NODE_IMAGE (inputs changed)"
-		DOCKER_BUILDKIT=0 docker build --build-arg "BASE_IMAGE=$base_tag" --label "$IMAGE_LABEL=$h" \
-			-t "$NODE_IMAGE" "$IMAGE_DIR" </dev/null >>"$LOG" 2>&1
+		old=$(docker image inspect -f '{{.Id}}' "$image" 2>/dev/null || true)
+		say "building $image (inputs changed)" >&2
+		DOCKER_BUILDKIT=0 docker build --build-arg "$arg" --label "$IMAGE_LABEL=$h" -t "$image" "$context" \
+			</dev/null >>"$LOG" 2>&1
 		if [[ -n $old ]]; then docker rmi "$old" >>"$LOG" 2>&1 || true; fi
+		say "$image built in $((SECONDS - t0)) s" >&2
 	fi
-	IMAGE_ID=$(docker image inspect -f '{{.Id}}' "$NODE_IMAGE")
+	docker image inspect -f '{{.Id}}' "$image"
 }
 
 # Give the node engine an image unless it already has this image ID (a load skips the layers it has).
@@ -474,19 +481,10 @@ ensure_maxtext_runtime() {
 
 # $MAXTEXT_IMAGE: the node image plus the runtime, rebuilt when either changes.
 ensure_maxtext_image() {
-	local h cur old t0=$SECONDS
+	local h
 	STEP="building $MAXTEXT_IMAGE"
 	h=$(printf '%s\n' "$IMAGE_ID" "$MAXTEXT_HASH" | sha256sum | cut -c1-16)
-	cur=$(docker image inspect -f "{{ index .Config.Labels \"$IMAGE_LABEL\" }}" "$MAXTEXT_IMAGE" 2>/dev/null || true)
-	if [[ $cur != "$h" ]]; then
-		old=$(docker image inspect -f '{{.Id}}' "$MAXTEXT_IMAGE" 2>/dev/null || true)
-		say "building $MAXTEXT_IMAGE (inputs changed)"
-		DOCKER_BUILDKIT=0 docker build --build-arg "NODE_IMAGE=$NODE_IMAGE" --label "$IMAGE_LABEL=$h" \
-			-t "$MAXTEXT_IMAGE" "$MAXTEXT_RUNTIME" </dev/null >>"$LOG" 2>&1
-		if [[ -n $old ]]; then docker rmi "$old" >>"$LOG" 2>&1 || true; fi
-		say "$MAXTEXT_IMAGE built in $((SECONDS - t0)) s"
-	fi
-	MAXTEXT_IMAGE_ID=$(docker image inspect -f '{{.Id}}' "$MAXTEXT_IMAGE")
+	MAXTEXT_IMAGE_ID=$(build_image "$MAXTEXT_IMAGE" "$h" "$MAXTEXT_RUNTIME" "NODE_IMAGE=$NODE_IMAGE")
 }
 
 # ---------------------------------------------------------------- stand-ins
