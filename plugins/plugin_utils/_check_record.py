@@ -19,6 +19,8 @@ Written by ``cvs.cluster.check_result`` (rvs, maxtext and every suite of docs/ex
 ``started``    ``finished``: UTC ``%Y-%m-%dT%H:%M:%SZ`` or null
 ``backend``    ``failed_node``, ``log``: a string or null
 ``facts``      node facts the check learned (``rvs_version``, ``gpu_model``, ...): name to scalar
+``scheduler``  the workload manager's view, or null: ``{type, job_id, job_name, steps}``, each step
+               ``{id, name, state, exit_code, nodes}`` (the Slurm backend)
 =============  ========================================================================================
 
 Only ``schema``, ``check``, ``node``, ``status`` and ``reason`` are required. Any other key is the check's own
@@ -89,6 +91,23 @@ def _metric(row: Any, where: str) -> dict[str, Any]:
     return out
 
 
+def _scheduler(value: Any) -> None:
+    if value is None:
+        return
+    if not isinstance(value, Mapping) or not isinstance(value.get("job_id"), str):
+        raise CheckRecordError("scheduler", "must be null or a mapping with a string 'job_id'")
+    steps = value.get("steps", [])
+    if not isinstance(steps, list):
+        raise CheckRecordError("scheduler.steps", "must be a list")
+    for index, step in enumerate(steps):
+        if (
+            not isinstance(step, Mapping)
+            or not isinstance(step.get("id"), str)
+            or not isinstance(step.get("state"), str)
+        ):
+            raise CheckRecordError(f"scheduler.steps[{index}]", "must be a mapping with string 'id' and 'state'")
+
+
 def validate(record: Any, *, check: str | None = None, node: str | None = None) -> dict[str, Any]:
     """The record, checked against the schema (a copy; metric rows completed with their optional keys).
 
@@ -130,4 +149,5 @@ def validate(record: Any, *, check: str | None = None, node: str | None = None) 
         isinstance(k, str) and (v is None or isinstance(v, (str, int, float, bool))) for k, v in facts.items()
     ):
         raise CheckRecordError("facts", "must map fact names to strings, numbers, booleans or null")
+    _scheduler(record.get("scheduler"))
     return out

@@ -86,6 +86,9 @@ _ERROR_SIGNATURES = [
         r"DEADLINE_EXCEEDED|Barrier timed out|Shutdown barrier has failed|CoordinationServiceError|BarrierError"
         r"|JAX distributed service detected fatal errors",
     ),
+    # Slurm ended the step (another task exited non-zero under -K1, a scancel, the job's time limit):
+    # slurmstepd-node1: error: *** STEP 7.0 ON node1 CANCELLED AT 2026-12-07T05:00:34 ***
+    ("slurm_step_cancelled", r"\*\*\* (?:STEP|JOB) \S+ ON \S+ CANCELLED AT \S+(?: DUE TO [A-Z ]+)? \*\*\*"),
     ("rccl_timeout", r"\b[NR]CCL timeout|collective operation timeout"),
     (
         "rccl_error",
@@ -113,7 +116,7 @@ _ERROR_SIGNATURES = [
 
 #: Signatures that report another task's failure, not this node's own: a rank that died, or one that never
 #: joined, makes every other rank print one of these. They never name the culprit of a run (_maxtext_failure.py).
-ECHO_ERRORS = ("collective_peer_lost", "jax_heartbeat", "jax_coordination")
+ECHO_ERRORS = ("collective_peer_lost", "jax_heartbeat", "jax_coordination", "slurm_step_cancelled")
 
 #: The line every MaxText process prints before it joins the JAX distributed system (GPU and CPU backends).
 JOINING_RE = re.compile(r"Attempting to initialize the jax distributed system", re.IGNORECASE)

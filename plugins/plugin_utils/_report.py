@@ -126,7 +126,7 @@ def normalise_check(check: str, node: str, raw: Any, source: Optional[str] = Non
         "source": source,
         "facts": dict(record.get("facts") or {}),
     }
-    for key in ("log", "failed_node"):
+    for key in ("log", "failed_node", "scheduler"):
         if record.get(key) is not None:
             rec[key] = record[key]
     return rec

@@ -1,7 +1,8 @@
 # Copyright: cvs.cluster contributors
 # Apache License 2.0 (see galaxy.yml)
 # Creates a fresh run directory of the cvs.cluster.maxtext role and writes its files in one go:
-#   <python> -c "<this file>" '{"dir": "...", "files": [{"name": "env.sh", "content": "...", "mode": "0644"}]}'
+#   <python> -c "<this file>" '{"dir": "...", "files": [{"name": "env.sh", "content": "...", "mode": "0644"}],
+#                               "dirs": ["other directories the run needs, kept when they exist"]}'
 # The directory must not exist yet (a run never reuses one). Prints a JSON summary.
 from __future__ import annotations
 
@@ -20,6 +21,8 @@ def main() -> None:
     except FileExistsError:
         sys.stderr.write(f"the run directory {run_dir} exists already (runs never share one)\n")
         sys.exit(1)
+    for extra in req.get("dirs", []):
+        os.makedirs(extra, mode=0o755, exist_ok=True)
     written = []
     for item in req["files"]:
         name = item["name"]

@@ -24,6 +24,8 @@ def test_a_minimal_record_is_valid_and_metric_rows_get_their_optional_keys() -> 
          "message": ""}
     ]  # fmt: skip
     assert out["own"] == {"kept": True}  # a check's own keys are kept
+    step = {"id": "7.0", "name": "cvs-x", "state": "COMPLETED", "exit_code": 0, "nodes": ["n1"]}
+    assert validate(record(scheduler={"type": "slurm", "job_id": "7", "steps": [step]}))["scheduler"]["steps"] == [step]
 
 
 @pytest.mark.parametrize(
@@ -44,6 +46,9 @@ def test_a_minimal_record_is_valid_and_metric_rows_get_their_optional_keys() -> 
         ({"started": "yesterday"}, "started", "is not a UTC time"),
         ({"backend": 3}, "backend", "must be a string"),
         ({"facts": {"gpus": [1, 2]}}, "facts", "must map fact names"),
+        ({"scheduler": {"job_id": 7}}, "scheduler", "a string 'job_id'"),
+        ({"scheduler": {"job_id": "7", "steps": {}}}, "scheduler.steps", "must be a list"),
+        ({"scheduler": {"job_id": "7", "steps": [{"id": "7.0"}]}}, "scheduler.steps[0]", "string 'id' and 'state'"),
     ],
 )  # fmt: skip
 def test_each_field_that_does_not_match_is_named(changes: dict, field: str, problem: str) -> None:

@@ -456,6 +456,9 @@ ERROR_LINES = [
         "no_gpu",
     ),
     ("Unable to initialize backend 'rocm': INTERNAL: no supported devices found for platform ROCM", "no_gpu"),
+    # Slurm ended the step: a -K1 kill as the simulated Slurm 22.05 prints it, and Slurm's time-limit form
+    ("slurmstepd-node1: error: *** STEP 3.0 ON node1 CANCELLED AT 2026-12-07T05:00:34 ***", "slurm_step_cancelled"),
+    ("slurmstepd: error: *** JOB 7 ON n2 CANCELLED AT 2026-12-07T06:00 DUE TO TIME LIMIT ***", "slurm_step_cancelled"),
     # XLA runtime (generic)
     ("jaxlib.xla_extension.XlaRuntimeError: INTERNAL: Failed to execute XLA Runtime executable", "xla_runtime_error"),
     # crashes
