@@ -46,6 +46,8 @@ ARGUMENT_SPEC: dict[str, Any] = {
             "name": {"type": "str", "required": True},
         },
     },
+    "slurm_job": {"type": "str"},
+    "slurm_conf": {"type": "path"},
     "ready_timeout": {"type": "int", "default": 60},
 }
 
@@ -55,7 +57,15 @@ def guard_program(args: dict[str, Any]) -> str:
     with open(_run_guard.__file__, encoding="utf-8") as handle:
         source = handle.read()
     container = dict(args["container"]) if args.get("container") else None
-    call = (args["run_id"], args["node"], args["dir"], container, float(args["grace"]))
+    call = (
+        args["run_id"],
+        args["node"],
+        args["dir"],
+        container,
+        float(args["grace"]),
+        args.get("slurm_job") or None,
+        args.get("slurm_conf") or None,
+    )
     return source + "\nguard(" + ", ".join(repr(v) for v in call) + ")\n"
 
 

@@ -43,7 +43,12 @@ def slurm_reply(text: Any) -> dict[str, Any]:
     for record in records:
         if "State" in record or "JobState" in record:
             record["available"] = not _slurm.unavailable(record.get("State", ""))
-    return {"job_id": _slurm.granted_job(text), "message": _slurm.slurm_message(text), "records": records}
+    return {
+        "job_id": _slurm.granted_job(text),
+        "message": _slurm.slurm_message(text),
+        "records": records,
+        "conf": _slurm.config_path(text),
+    }
 
 
 def slurm_split_step(stderr: Any) -> dict[str, Any]:

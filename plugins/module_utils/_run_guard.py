@@ -17,8 +17,9 @@ Runs on the nodes (modules ``cvs.cluster.run_lease`` and ``cvs.cluster.run_proce
   what it left behind before taking the node.
 * A guard (``guard``, started by the action ``cvs.cluster.run_guard``) waits on
   the node for its controller: a session held open from the controller ends
-  when the ansible-playbook process is gone, and the guard then stops the run's
-  processes, removes its per_run container and gives the node back. Dispose
+  when the ansible-playbook process is gone, and the guard then cancels the
+  run's Slurm job (the Slurm backend), stops the run's processes, removes its
+  per_run container and gives the node back. Dispose
   disarms it first (SIGTERM); it carries ``CVS_GUARD_RUN_ID`` instead of
   ``CVS_RUN_ID`` so that it is never one of the run's processes.
 """
@@ -372,24 +373,50 @@ def remove_run_container(engine: str, name: str, run_id: str, run: Callable[...,
     return f"removed container {name}"
 
 
+def cancel_slurm_job(name: str, conf: Optional[str] = None, run: Callable[..., Any] = subprocess.run) -> str:
+    """``scancel --name=<name>`` (the Slurm backend names the run's job ``cvs-<run id>``) with ``SLURM_CONF=conf``
+    when given (the guard runs under sudo, which drops it); what was done, in words."""
+    env = dict(os.environ, SLURM_CONF=conf) if conf else None
+    try:
+        done = run(["scancel", f"--name={name}"], capture_output=True, text=True, check=False, timeout=60, env=env)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"Slurm job {name} not cancelled: {exc}"
+    if done.returncode != 0:
+        return f"Slurm job {name} not cancelled: {(done.stderr or done.stdout or '').strip()[-300:]}"
+    return f"cancelled Slurm job {name}"
+
+
 def guard_cleanup(
-    run_id: str, node: str, lease_dir: str, container: Optional[dict[str, str]], grace: float
+    run_id: str,
+    node: str,
+    lease_dir: str,
+    container: Optional[dict[str, str]],
+    grace: float,
+    slurm_job: Optional[str] = None,
+    slurm_conf: Optional[str] = None,
 ) -> dict[str, Any]:
     """What dispose does for a run on a node, done by the guard once the run's controller is gone."""
+    outcome: dict[str, Any] = {"node": node, "run_id": run_id}
+    if slurm_job:  # first: Slurm then ends the run's steps on every node
+        outcome["slurm"] = cancel_slurm_job(slurm_job, slurm_conf)
     stopped = stop_marked(run_id, node, grace)
-    outcome: dict[str, Any] = {
-        "node": node,
-        "run_id": run_id,
-        "stopped": [p["args"] for p in stopped["stopped"]],
-        "survivors": [p["args"] for p in stopped["survivors"]],
-    }
+    outcome["stopped"] = [p["args"] for p in stopped["stopped"]]
+    outcome["survivors"] = [p["args"] for p in stopped["survivors"]]
     if container:
         outcome["container"] = remove_run_container(container["engine"], container["name"], run_id)
     outcome["released"] = release(lease_dir, node, run_id)["released"]
     return outcome
 
 
-def guard(run_id: str, node: str, lease_dir: str, container: Optional[dict[str, str]], grace: float) -> None:
+def guard(
+    run_id: str,
+    node: str,
+    lease_dir: str,
+    container: Optional[dict[str, str]],
+    grace: float,
+    slurm_job: Optional[str] = None,
+    slurm_conf: Optional[str] = None,
+) -> None:
     """The node side of cvs.cluster.run_guard: wait for the end of stdin, then clean up the run.
 
     The controller's holder keeps stdin open while its ansible-playbook lives; SIGTERM (dispose) disarms.
@@ -405,7 +432,7 @@ def guard(run_id: str, node: str, lease_dir: str, container: Optional[dict[str, 
             pass
     # from here on a SIGTERM (dispose running after all) must not cut the cleanup short
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    outcome = guard_cleanup(run_id, node, lease_dir, container, grace)
+    outcome = guard_cleanup(run_id, node, lease_dir, container, grace, slurm_job, slurm_conf)
     with suppress(OSError):
         sys.stdout.write(json.dumps(outcome) + "\n")
         sys.stdout.flush()

@@ -13,7 +13,8 @@ description:
     C(ansible-playbook) process of the task lives.
   - When that process is gone without having disposed of the run (an ansible-runner or AWX cancel, which is a
     SIGKILL of the playbook's process group; a controller that crashed), the session ends and the guard does on
-    the node what C(cvs.cluster.dispose) would have done; it stops the run's marked processes (see
+    the node what C(cvs.cluster.dispose) would have done; it cancels the run's Slurm job when O(slurm_job) names
+    one, stops the run's marked processes (see
     M(cvs.cluster.run_processes)), removes the run's C(per_run) container when O(container) names one and it
     carries the run's C(cvs.run_id) label, and releases the run's lease (M(cvs.cluster.run_lease)).
   - M(cvs.cluster.run_processes) disarms the guard first (SIGTERM), so a dispose that runs, after Ctrl-C too, is
@@ -46,6 +47,14 @@ options:
         description: The container's name.
         type: str
         required: true
+  slurm_job:
+    description: The name of the run's Slurm job (C(cvs-<run id>) on the Slurm backend), cancelled by the guard
+      with C(scancel --name) before it stops the run's processes.
+    type: str
+  slurm_conf:
+    description: The slurm.conf that C(scancel) reads on the node (the guard runs under privilege escalation, which
+      drops C(SLURM_CONF) from the environment); default Slurm's own.
+    type: path
   ready_timeout:
     description: Seconds to wait for the guard to report that it listens.
     type: int

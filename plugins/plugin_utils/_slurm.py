@@ -17,6 +17,8 @@ from typing import Any, Optional
 __all__ = [
     "UNAVAILABLE_STATES",
     "SlurmSettingsError",
+    "client_env",
+    "config_path",
     "granted_job",
     "inventory_hosts",
     "multi_node_step_argv",
@@ -104,6 +106,7 @@ SETTINGS_DEFAULTS: dict[str, Any] = {
     "environment": "host",
     "submit_host": None,
     "allocation_wait": 60,
+    "conf": None,
 }
 ENVIRONMENTS = ("host",)
 #: The line a step started by :func:`node_step_argv` prints first on its stderr.
@@ -184,6 +187,11 @@ def settings(raw: Any, head: Optional[str] = None) -> dict[str, Any]:
             "as Slurm steps in the nodes' host environment (environment: host); a container per node is the "
             "container backend (cvs_orchestrator: container), which does not go through Slurm"
         )
+    conf = out["conf"]
+    if conf in (None, ""):
+        out["conf"] = None
+    elif not isinstance(conf, str) or not conf.startswith("/") or any(c.isspace() for c in conf):
+        raise SlurmSettingsError(f"cvs_slurm.conf: must be the absolute path of slurm.conf on the nodes, got {conf!r}")
     wait = out["allocation_wait"]
     if isinstance(wait, bool) or not isinstance(wait, int) or wait < 1:
         raise SlurmSettingsError(f"cvs_slurm.allocation_wait: must be a whole number of seconds >= 1, got {wait!r}")
@@ -236,10 +244,23 @@ def slurm_message(text: str) -> str:
     return "; ".join(line.strip() for line in (text or "").splitlines() if line.strip())
 
 
+def config_path(text: str) -> Optional[str]:
+    """The ``SLURM_CONF`` line of ``scontrol show config``: the slurm.conf the Slurm clients read."""
+    match = re.search(r"^SLURM_CONF\s*=\s*(\S+)\s*$", text or "", re.MULTILINE)
+    return match.group(1) if match else None
+
+
+def client_env(config: Mapping[str, Any]) -> list[str]:
+    """``env SLURM_CONF=<conf>`` in front of a Slurm client when the settings name the configuration: privilege
+    escalation (sudo) drops the variable from the environment."""
+    return ["env", f"SLURM_CONF={config['conf']}"] if config.get("conf") else []
+
+
 def node_step_argv(config: Mapping[str, Any], job_id: str, node: str, name: str) -> list[str]:
     """argv prefix that runs a command as a one-task step of ``job_id`` on ``node``; the step first prints
     ``cvs.cluster.step: <job>.<step>`` on its stderr (see :func:`split_step_marker`)."""
     return [
+        *client_env(config),
         "srun",
         f"--jobid={job_id}",
         "--nodes=1",
@@ -260,6 +281,7 @@ def multi_node_step_argv(
     """argv prefix of one step with a task per node (rank = Slurm's task id, in the allocation's order) that ends
     when one task exits non-zero (``-K1``); each task's output goes to ``output`` (``%j``, ``%t`` expanded)."""
     return [
+        *client_env(config),
         "srun",
         f"--jobid={job_id}",
         f"--nodes={len(nodes)}",

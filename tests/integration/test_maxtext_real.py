@@ -183,7 +183,9 @@ def test_real_maxtext_trains_on_three_nodes_and_passes_with_its_metrics(
 # --------------------------------------------------------------------------- NaN
 
 
-@pytest.mark.parametrize(("backend", "abort"), [(b, a) for b in BACKENDS for a in (True, False)])
+# How MaxText meets a NaN does not depend on the backend, and every backend path is run by the other tests here:
+# each setting of abort_on_nan_loss runs on one backend.
+@pytest.mark.parametrize(("backend", "abort"), [("baremetal", True), ("container", False)])
 def test_a_nan_loss_fails_the_run_whether_maxtext_aborts_or_goes_on(
     run_playbook: Callable[..., Any],
     cpu_cluster: Any,

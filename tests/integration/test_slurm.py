@@ -284,14 +284,19 @@ def test_a_rank_killed_on_slurm_ends_the_step_within_ten_seconds_and_is_named(
     assert _queue() == ""
 
 
-def test_ctrl_c_on_slurm_cancels_the_job(slurm: Any, node_exec: Callable[..., Any], tmp_path: Path) -> None:
+def _interrupted_run(slurm: Any, tmp_path: Path, sig: int) -> tuple[int, str]:
+    """validate.yml training on Slurm, sent ``sig`` (to its process group, as a terminal or a runner does) once
+    training runs on node3; its exit status and output. The trainer is the node image's stand-in: what is
+    tested is that the step and the job end, which needs no JAX."""
     results = tmp_path / "results"
     inventory = _slurm_inventory(slurm, tmp_path)
     extravars = {
-        **MAXTEXT_VARS,
         "cvs_results_dir": str(results),
         "cvs_validate_checks": ["maxtext"],
         "maxtext_steps": 100000,
+        "maxtext_poll_interval": 0.5,
+        "maxtext_stop_grace": 3,
+        "maxtext_timeout": 600,
     }
     env = {**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"}
     argv = [str(REPO / ".venv/bin/ansible-playbook"), "-i", str(inventory), str(REPO / VALIDATE)]
@@ -304,17 +309,52 @@ def test_ctrl_c_on_slurm_cancels_the_job(slurm: Any, node_exec: Callable[..., An
         try:
             _wait_for("training on node3", lambda: "completed step: 3," in _watched_lines(results, 2), 180, 0.2)
             assert "cvs-maxtext-" in _queue()
-            os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C on a terminal does
+            os.killpg(proc.pid, sig)
             rc = proc.wait(300)
         finally:
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGKILL)
-    text = log.read_text()
+    return rc, log.read_text()
+
+
+def _left_of_run(node_exec: Callable[..., Any], node: str, run_id: str) -> list[str]:
+    """Processes on ``node`` still marked as the run's (``CVS_RUN_ID``, inherited by every process a step starts)."""
+    script = (
+        "for e in /proc/[0-9]*/environ; do "
+        'tr "\\0" "\\n" <"$e" 2>/dev/null | grep -qxF "CVS_RUN_ID=$1" && echo "${e%/environ}"; done; true'
+    )
+    return node_exec(node, ["sh", "-c", script, "sh", run_id]).stdout.split()
+
+
+def _run_id(tmp_path: Path) -> str:
+    """The id of the one run whose results are under ``tmp_path/results``."""
+    (run,) = [p.name for p in (tmp_path / "results").iterdir() if re.fullmatch(r"\d{8}-\d{6}-[a-z0-9]{6}", p.name)]
+    return run
+
+
+def test_ctrl_c_on_slurm_cancels_the_job(slurm: Any, node_exec: Callable[..., Any], tmp_path: Path) -> None:
+    rc, text = _interrupted_run(slurm, tmp_path, signal.SIGINT)
     assert rc == 99, text[-4000:]
     assert "finished after the interrupt" in text and "cancelled Slurm job" in text, text[-4000:]
     assert _queue() == ""
+    run_id = _run_id(tmp_path)
     for node in NODES:
-        assert _trainers(node_exec, node) == [], node
+        assert _left_of_run(node_exec, node, run_id) == [], node
+
+
+def test_a_cancelled_run_on_slurm_has_its_job_cancelled_by_the_node_guards(
+    slurm: Any, node_exec: Callable[..., Any], tmp_path: Path
+) -> None:
+    """An ansible-runner or AWX cancel SIGKILLs the playbook: nothing on the controller can dispose of the run; the
+    guards on the nodes scancel its job."""
+    rc, text = _interrupted_run(slurm, tmp_path, signal.SIGKILL)
+    assert rc == -signal.SIGKILL, text[-4000:]
+    _wait_for("the job to leave squeue", lambda: _queue() == "", 60, 0.5)
+    run_id = _run_id(tmp_path)
+    for node in NODES:
+        _wait_for(
+            f"{node}: the run's processes to end", lambda n=node: _left_of_run(node_exec, n, run_id) == [], 30, 0.5
+        )
 
 
 def test_a_node_drained_in_slurm_is_not_run(slurm: Any, run_playbook: Callable[..., Any], tmp_path: Path) -> None:

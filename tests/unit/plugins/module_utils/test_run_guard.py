@@ -155,3 +155,35 @@ def test_the_lease_directory_is_shared_like_tmp(tmp_path: Path) -> None:
         os.umask(old)
     assert directory.stat().st_mode & 0o7777 == 0o1777
     assert guard.lease_path(str(directory), "n1") == str(directory / "n1.lease")
+
+
+def test_the_guard_cancels_the_runs_slurm_job_by_name_and_says_what_went_wrong() -> None:
+    calls: list[list[str]] = []
+
+    def ok(argv: list[str], **_: object) -> subprocess.CompletedProcess:
+        calls.append(argv)
+        return subprocess.CompletedProcess(argv, 0, "", "")
+
+    assert guard.cancel_slurm_job("cvs-run-1", run=ok) == "cancelled Slurm job cvs-run-1"
+    assert calls == [["scancel", "--name=cvs-run-1"]]
+    envs: list[object] = []
+
+    def with_env(argv: list[str], env: object = None, **_: object) -> subprocess.CompletedProcess:
+        envs.append(env)
+        return subprocess.CompletedProcess(argv, 0, "", "")
+
+    guard.cancel_slurm_job("cvs-run-1", "/etc/slurm-x/slurm.conf", run=with_env)
+    guard.cancel_slurm_job("cvs-run-1", None, run=with_env)
+    assert envs[0]["SLURM_CONF"] == "/etc/slurm-x/slurm.conf" and envs[1] is None  # type: ignore[index]
+
+    def refused(argv: list[str], **_: object) -> subprocess.CompletedProcess:
+        return subprocess.CompletedProcess(argv, 1, "", "scancel: error: Unable to contact slurm controller\n")
+
+    assert guard.cancel_slurm_job("cvs-run-1", run=refused) == (
+        "Slurm job cvs-run-1 not cancelled: scancel: error: Unable to contact slurm controller"
+    )
+
+    def missing(argv: list[str], **_: object) -> subprocess.CompletedProcess:
+        raise FileNotFoundError(2, "No such file or directory", "scancel")
+
+    assert guard.cancel_slurm_job("cvs-run-1", run=missing).startswith("Slurm job cvs-run-1 not cancelled: ")

@@ -9,6 +9,7 @@ import pytest
 from ansible_collections.cvs.cluster.plugins.plugin_utils._slurm import (
     STEP_MARKER,
     SlurmSettingsError,
+    config_path,
     granted_job,
     inventory_hosts,
     multi_node_step_argv,
@@ -195,3 +196,17 @@ def test_the_multi_node_step_ends_on_the_first_bad_exit_and_writes_a_file_per_ta
 )  # fmt: skip
 def test_a_finished_steps_state_is_read_from_srun(exit_code: str, output: str, stopped: bool, state: str) -> None:
     assert step_state(exit_code, output, stopped) == state
+
+
+def test_the_configuration_the_clients_read_goes_in_front_of_every_step() -> None:
+    text = "Configuration data as of 2026-12-07T06:14:30\nSLURM_CONF     = /run/x/slurm.conf\nSLURMD_PORT = 6818\n"
+    assert config_path(text) == "/run/x/slurm.conf" and config_path("nothing") is None
+    config = settings({"conf": "/run/x/slurm.conf"}, "n")
+    assert node_step_argv(config, "7", "n2", "s")[:3] == ["env", "SLURM_CONF=/run/x/slurm.conf", "srun"]
+    assert multi_node_step_argv(config, "7", ["n1"], "s", "/d/%j.%t")[:3] == [
+        "env",
+        "SLURM_CONF=/run/x/slurm.conf",
+        "srun",
+    ]
+    with pytest.raises(SlurmSettingsError, match=r"^cvs_slurm\.conf: must be the absolute path"):
+        settings({"conf": "slurm.conf"}, "n")
