@@ -37,12 +37,14 @@ def slurm_step_argv(
     return _slurm.multi_node_step_argv(config, str(job_id), list(nodes), name, output)
 
 
-def slurm_reply(text: Any) -> dict[str, Any]:
-    text = str(text or "")
+def slurm_reply(output: Any) -> dict[str, Any]:
+    if isinstance(output, Mapping):  # a registered command result: what the client printed on both streams
+        output = f"{output.get('stderr') or ''}\n{output.get('stdout') or ''}"
+    text = str(output or "")
     records = _slurm.parse_oneliner(text)
     for record in records:
-        if "State" in record or "JobState" in record:
-            record["available"] = not _slurm.unavailable(record.get("State", ""))
+        if "State" in record:
+            record["available"] = not _slurm.unavailable(record["State"])
     return {
         "job_id": _slurm.granted_job(text),
         "message": _slurm.slurm_message(text),

@@ -1,6 +1,7 @@
 # Copyright: cvs.cluster contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Read Slurm's view of its nodes (pure Python, >= 3.9): ``scontrol --oneliner show node`` and partitions.
+"""Slurm for cvs.cluster (pure Python, >= 3.9): reading Slurm's view of its nodes (``scontrol --oneliner show
+node``, for the inventory plugin and prepare), and the Slurm backend's settings, commands, replies and step states.
 
 One line per node of ``Key=Value`` pairs; a value may hold ``=`` (``CfgTRES=cpu=2,mem=1000M``) and the
 ``Reason`` at the end of a line may hold spaces (``Reason=bad fan [root@2026-12-07T02:40:00]``), so a key is a
@@ -9,10 +10,11 @@ word that follows white space and precedes ``=``.
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Optional
+
+from ansible_collections.cvs.cluster.plugins.plugin_utils._container_forms import closest
 
 __all__ = [
     "UNAVAILABLE_STATES",
@@ -121,12 +123,6 @@ class SlurmSettingsError(ValueError):
     """A ``cvs_slurm`` setting that cannot be used; the message starts with its key path."""
 
 
-def _closest(key: str, valid: Sequence[str]) -> str:
-    match = difflib.get_close_matches(key, valid, n=1, cutoff=0.6)
-    names = ", ".join(sorted(valid))
-    return f"; did you mean {match[0]!r}? (valid keys: {names})" if match else f"; valid keys: {names}"
-
-
 def time_limit_seconds(value: Any) -> Optional[int]:
     """Seconds of a Slurm time limit (``minutes``, ``minutes:seconds``, ``hours:minutes:seconds``, ``days-hours``,
     ``days-hours:minutes``, ``days-hours:minutes:seconds``); None for ``UNLIMITED``/``INFINITE``.
@@ -164,9 +160,7 @@ def settings(raw: Any, head: Optional[str] = None) -> dict[str, Any]:
     out = dict(SETTINGS_DEFAULTS)
     for key, value in raw.items():
         if key not in SETTINGS_DEFAULTS:
-            raise SlurmSettingsError(
-                f"cvs_slurm.{key}: is not a known key" + _closest(str(key), list(SETTINGS_DEFAULTS))
-            )
+            raise SlurmSettingsError(f"cvs_slurm.{key}: is not a known key" + closest(key, SETTINGS_DEFAULTS))
         out[key] = value
     for key in ("partition", "account", "reservation", "submit_host"):
         value = out[key]
