@@ -13,7 +13,7 @@ from _env import EXPERIMENT, REPO
 
 # the wire protocol, from the collection the benches measure (the experiment's copy when one is given)
 sys.path.insert(0, EXPERIMENT or str(REPO / ".cache" / "collections"))
-from ansible_collections.cvs.cluster.plugins.plugin_utils import _reader_protocol as protocol
+from ansible_collections.cvs.cluster.plugins.plugin_utils._log_poll import protocol
 
 reader_program = protocol.reader_program
 parse_reply = protocol.parse_reply

@@ -1,7 +1,8 @@
 # Copyright: cvs.cluster contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Action plugin of cvs.cluster.check_result: checks one node's record of one check against the schema and writes
-it atomically on the controller. Documentation: plugins/modules/check_result.py. Schema: plugin_utils/_check_record.py.
+it atomically on the controller. Documentation: plugins/modules/check_result.py.
+Schema: plugin_utils/_report/check_record.py.
 """
 
 from __future__ import annotations
@@ -12,8 +13,8 @@ from typing import Any
 
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.cvs.cluster.plugins.plugin_utils._check_record import SCHEMA, CheckRecordError, validate
-from ansible_collections.cvs.cluster.plugins.plugin_utils._paths import atomic_write, path_component
+from ansible_collections.cvs.cluster.plugins.plugin_utils._common.paths import atomic_write, path_component
+from ansible_collections.cvs.cluster.plugins.plugin_utils._report.check_record import SCHEMA, CheckRecordError, validate
 
 ARGUMENT_SPEC: dict[str, Any] = {
     "results_dir": {"type": "path", "required": True},

@@ -4,9 +4,9 @@
 
 Polled with ``until: result.finished``. This plugin holds what needs Ansible: the arguments and task vars, the
 transport to the node's reader (a reader kept on the node between rounds, else one ssh exec per read) and
-save_dir. What a round decides is the round engine's (plugin_utils/_log_poll_engine.py); what crosses the wire is
-the reader protocol's (plugin_utils/_reader_protocol.py); state between rounds lives in files on the controller
-(plugin_utils/_log_poll_state.py) so the per-host worker processes can decide completion together.
+save_dir. What a round decides is the round engine's (plugin_utils/_log_poll/engine.py); what crosses the wire is
+the reader protocol's (plugin_utils/_log_poll/protocol.py); state between rounds lives in files on the controller
+(plugin_utils/_log_poll/state.py) so the per-host worker processes can decide completion together.
 """
 
 from __future__ import annotations
@@ -30,28 +30,10 @@ from ansible.plugins.loader import connection_loader
 from ansible.utils.display import Display
 
 from ansible_collections.cvs.cluster.plugins.module_utils._log_poll_spec import ARGUMENT_SPEC
-from ansible_collections.cvs.cluster.plugins.plugin_utils._log_poll import POLICIES, LogPollError, LogSpec
-from ansible_collections.cvs.cluster.plugins.plugin_utils._log_poll_engine import RoundEngine, arm, drain
-from ansible_collections.cvs.cluster.plugins.plugin_utils._log_poll_fleet import FleetPoll
-from ansible_collections.cvs.cluster.plugins.plugin_utils._log_poll_settings import (
-    PollSettings,
-    RunFacts,
-    poll_settings,
-)
-from ansible_collections.cvs.cluster.plugins.plugin_utils._log_poll_spool import (
-    SPOOL_LINES_ENV,
-    SpoolWriter,
-    spool_dir,
-)
-from ansible_collections.cvs.cluster.plugins.plugin_utils._log_poll_state import (
-    MemoryStore,
-    StateStore,
-    digest,
-    playbook_run_key,
-    playbook_run_started,
-)
-from ansible_collections.cvs.cluster.plugins.plugin_utils._paths import path_component
-from ansible_collections.cvs.cluster.plugins.plugin_utils._reader_protocol import (
+from ansible_collections.cvs.cluster.plugins.plugin_utils._common.paths import path_component
+from ansible_collections.cvs.cluster.plugins.plugin_utils._log_poll.engine import RoundEngine, arm, drain
+from ansible_collections.cvs.cluster.plugins.plugin_utils._log_poll.fleet import FleetPoll
+from ansible_collections.cvs.cluster.plugins.plugin_utils._log_poll.protocol import (
     END_OF_REPLY,
     parse_reply,
     reader_command,
@@ -60,12 +42,30 @@ from ansible_collections.cvs.cluster.plugins.plugin_utils._reader_protocol impor
     request_literal,
     serve_program,
 )
-from ansible_collections.cvs.cluster.plugins.plugin_utils._reader_session import (
+from ansible_collections.cvs.cluster.plugins.plugin_utils._log_poll.scan import POLICIES, LogPollError, LogSpec
+from ansible_collections.cvs.cluster.plugins.plugin_utils._log_poll.session import (
     SERVE_BOOTSTRAP,
     ReaderSession,
     collect_replies,
     kept_session_argv,
     node_interpreter,
+)
+from ansible_collections.cvs.cluster.plugins.plugin_utils._log_poll.settings import (
+    PollSettings,
+    RunFacts,
+    poll_settings,
+)
+from ansible_collections.cvs.cluster.plugins.plugin_utils._log_poll.spool import (
+    SPOOL_LINES_ENV,
+    SpoolWriter,
+    spool_dir,
+)
+from ansible_collections.cvs.cluster.plugins.plugin_utils._log_poll.state import (
+    MemoryStore,
+    StateStore,
+    digest,
+    playbook_run_key,
+    playbook_run_started,
 )
 
 display = Display()

@@ -1,7 +1,7 @@
 # Copyright: cvs.cluster contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Action plugin of cvs.cluster.report: folds the per-node check files of a run into results.json, junit.xml and
-report.html on the controller. Documentation: plugins/modules/report.py. Logic: plugin_utils/_report.py."""
+report.html on the controller. Documentation: plugins/modules/report.py. Logic: plugin_utils/_report/record.py."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any, Mapping
 
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.cvs.cluster.plugins.plugin_utils._report import (
+from ansible_collections.cvs.cluster.plugins.plugin_utils._report.record import (
     ReportError,
     ensure_writable,
     node_statuses,
@@ -19,7 +19,7 @@ from ansible_collections.cvs.cluster.plugins.plugin_utils._report import (
     verdict_line,
     write_report,
 )
-from ansible_collections.cvs.cluster.plugins.plugin_utils._report_render import fleet_table
+from ansible_collections.cvs.cluster.plugins.plugin_utils._report.render import fleet_table
 
 ARGUMENT_SPEC: dict[str, Any] = {
     "results_dir": {"type": "path", "required": True},

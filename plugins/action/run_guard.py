@@ -2,7 +2,7 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Action plugin of cvs.cluster.run_guard: arms a guard on the node that cleans up the run once this controller is
 gone. Documentation: plugins/modules/run_guard.py. Node side: module_utils/_run_guard.guard; controller side:
-plugin_utils/_guard_holder.py (a process of its own that outlives this task)."""
+plugin_utils/_run/guard_holder.py (a process of its own that outlives this task)."""
 
 from __future__ import annotations
 
@@ -27,12 +27,12 @@ from ansible_collections.cvs.cluster.plugins.module_utils._run_guard import (
     RUN_ARGUMENT_SPEC,
     run_arguments_problem,
 )
-from ansible_collections.cvs.cluster.plugins.plugin_utils import _guard_holder
-from ansible_collections.cvs.cluster.plugins.plugin_utils._reader_session import (
+from ansible_collections.cvs.cluster.plugins.plugin_utils._log_poll.session import (
     SERVE_BOOTSTRAP,
     kept_session_argv,
     node_interpreter,
 )
+from ansible_collections.cvs.cluster.plugins.plugin_utils._run import guard_holder as _guard_holder
 
 display = Display()
 

@@ -2,7 +2,7 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Action plugin of cvs.cluster.run_lease: adds the controller's identity to the lease and takes over a lease whose
 holder is a gone process of this controller. Documentation: plugins/modules/run_lease.py.
-Logic: module_utils/_run_guard.py (node), plugin_utils/_run_owner.py (controller)."""
+Logic: module_utils/_run_guard.py (node), plugin_utils/_run/owner.py (controller)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.cvs.cluster.plugins.plugin_utils._run_owner import controller_gone, controller_identity
+from ansible_collections.cvs.cluster.plugins.plugin_utils._run.owner import controller_gone, controller_identity
 
 
 class ActionModule(ActionBase):

@@ -124,7 +124,7 @@ from ansible import constants as C
 from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.callback.default import CallbackModule as DefaultCallbackModule
 
-from ansible_collections.cvs.cluster.plugins.plugin_utils._console import (
+from ansible_collections.cvs.cluster.plugins.plugin_utils._console.model import (
     DEFAULT_SPINNER,
     LOG_POLL_ACTIONS,
     SPINNER_CHOICES,
@@ -142,7 +142,7 @@ from ansible_collections.cvs.cluster.plugins.plugin_utils._console import (
     sanitize,
     spinner_frame,
 )
-from ansible_collections.cvs.cluster.plugins.plugin_utils._console_ticker import (
+from ansible_collections.cvs.cluster.plugins.plugin_utils._console.ticker import (
     TICK_SECONDS,
     DisplayGuard,
     HangUp,
@@ -152,8 +152,8 @@ from ansible_collections.cvs.cluster.plugins.plugin_utils._console_ticker import
     display_lock,
     has_log_file,
 )
-from ansible_collections.cvs.cluster.plugins.plugin_utils._console_tty import LiveLine, is_interactive
-from ansible_collections.cvs.cluster.plugins.plugin_utils._log_poll_spool import (
+from ansible_collections.cvs.cluster.plugins.plugin_utils._console.tty import LiveLine, is_interactive
+from ansible_collections.cvs.cluster.plugins.plugin_utils._log_poll.spool import (
     SPOOL_ENV,
     SPOOL_LINES_ENV,
     SpoolReader,

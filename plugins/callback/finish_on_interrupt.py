@@ -54,7 +54,7 @@ from typing import Any
 from ansible import context
 from ansible.plugins.callback import CallbackBase
 
-from ansible_collections.cvs.cluster.plugins.plugin_utils._finish_run import finish_argv, is_validate_playbook
+from ansible_collections.cvs.cluster.plugins.plugin_utils._run.finish import finish_argv, is_validate_playbook
 
 VALIDATE_PLAYBOOK = Path(__file__).resolve().parents[2] / "playbooks" / "validate.yml"
 

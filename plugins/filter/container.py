@@ -2,8 +2,8 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Filters container_config, docker_params, podman_argv, container_lifetime and container_rollback.
 
-Documentation: the .yml files beside this file. Logic: plugins/plugin_utils/_container.py and
-_container_lifetime.py.
+Documentation: the .yml files beside this file. Logic: plugins/plugin_utils/_container/model.py and
+_container/lifetime.py.
 """
 
 from __future__ import annotations
@@ -13,16 +13,16 @@ from typing import Any, Optional
 from ansible.errors import AnsibleFilterError
 from ansible.utils.display import Display
 
-from ansible_collections.cvs.cluster.plugins.plugin_utils._container import (
+from ansible_collections.cvs.cluster.plugins.plugin_utils._container.lifetime import (
+    LifetimeError,
+    decide_lifetime,
+    decide_rollback,
+)
+from ansible_collections.cvs.cluster.plugins.plugin_utils._container.model import (
     ContainerConfigError,
     docker_params,
     normalize_container,
     podman_run_argv,
-)
-from ansible_collections.cvs.cluster.plugins.plugin_utils._container_lifetime import (
-    LifetimeError,
-    decide_lifetime,
-    decide_rollback,
 )
 
 _display = Display()

@@ -9,7 +9,7 @@ from typing import Any, Optional
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.cvs.cluster.plugins.plugin_utils._cvs_training import (
+from ansible_collections.cvs.cluster.plugins.plugin_utils._maxtext.cvs_thresholds import (
     CvsThresholdError,
     is_threshold_file,
     threshold_cell,

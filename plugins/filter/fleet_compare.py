@@ -1,6 +1,9 @@
 # Copyright: cvs.cluster contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Filter cvs.cluster.fleet_compare (documentation: the sibling fleet_compare.yml). Logic: plugin_utils/_fleet.py."""
+"""Filter cvs.cluster.fleet_compare (documentation: the sibling fleet_compare.yml).
+
+Logic: plugin_utils/_metrics/fleet.py.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +12,7 @@ from typing import Any, Callable, Dict, Optional
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.cvs.cluster.plugins.plugin_utils import _fleet
+from ansible_collections.cvs.cluster.plugins.plugin_utils._metrics import fleet as _fleet
 
 
 def fleet_compare(

@@ -1,6 +1,6 @@
 # Copyright: cvs.cluster contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Filter cvs.cluster.labelled_lines (documentation: labelled_lines.yml beside this file; logic: _log_poll.py)."""
+"""Filter cvs.cluster.labelled_lines (documentation: labelled_lines.yml beside this file; logic: _log_poll/scan.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any, Callable, Dict, List
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.cvs.cluster.plugins.plugin_utils._log_poll import labelled_lines as _labelled_lines
+from ansible_collections.cvs.cluster.plugins.plugin_utils._log_poll.scan import labelled_lines as _labelled_lines
 
 
 def labelled_lines(result: Any) -> List[Dict[str, str]]:

@@ -8,8 +8,8 @@ from typing import Any
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.cvs.cluster.plugins.plugin_utils._extra_vars import given_as
-from ansible_collections.cvs.cluster.plugins.plugin_utils._maxtext_cvs_config import MaxtextConfigError, map_config
+from ansible_collections.cvs.cluster.plugins.plugin_utils._maxtext.cvs_config import MaxtextConfigError, map_config
+from ansible_collections.cvs.cluster.plugins.plugin_utils._run.extra_vars import given_as
 
 
 def maxtext_cvs_config(variables: Any, user: str = "", sweep: str = "", container: Any = None) -> dict:

@@ -14,9 +14,9 @@ from typing import Any, Callable, Dict, List
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.cvs.cluster.plugins.plugin_utils._maxtext import maxtext_metrics as _maxtext_metrics
-from ansible_collections.cvs.cluster.plugins.plugin_utils._maxtext_failure import first_error, first_failure
-from ansible_collections.cvs.cluster.plugins.plugin_utils._thresholds import evaluate_thresholds
+from ansible_collections.cvs.cluster.plugins.plugin_utils._maxtext.failure import first_error, first_failure
+from ansible_collections.cvs.cluster.plugins.plugin_utils._maxtext.metrics import maxtext_metrics as _maxtext_metrics
+from ansible_collections.cvs.cluster.plugins.plugin_utils._metrics.thresholds import evaluate_thresholds
 
 
 def _type_name(value: Any) -> str:

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ansible_collections.cvs.cluster.plugins.plugin_utils._report import unreachable_reason as _unreachable_reason
+from ansible_collections.cvs.cluster.plugins.plugin_utils._report.record import (
+    unreachable_reason as _unreachable_reason,
+)
 
 
 def unreachable_reason(msg: Any, node: Any) -> str:

@@ -8,8 +8,8 @@ from typing import Any
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.cvs.cluster.plugins.plugin_utils._extra_vars import given_as
-from ansible_collections.cvs.cluster.plugins.plugin_utils._rvs_cvs_config import RvsConfigError, rvs_settings
+from ansible_collections.cvs.cluster.plugins.plugin_utils._run.extra_vars import given_as
+from ansible_collections.cvs.cluster.plugins.plugin_utils._rvs.cvs_config import RvsConfigError, rvs_settings
 
 
 def rvs_cvs_config(block: Any, where: str = "rvs") -> dict:

@@ -9,9 +9,9 @@ from typing import Any
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.cvs.cluster.plugins.plugin_utils._rvs_judge import judge_rvs
-from ansible_collections.cvs.cluster.plugins.plugin_utils._rvs_parse import parse_rvs_output
-from ansible_collections.cvs.cluster.plugins.plugin_utils._rvs_record import check_rows
+from ansible_collections.cvs.cluster.plugins.plugin_utils._rvs.judge import judge_rvs
+from ansible_collections.cvs.cluster.plugins.plugin_utils._rvs.parse import parse_rvs_output
+from ansible_collections.cvs.cluster.plugins.plugin_utils._rvs.record import check_rows
 
 
 def _output_text(value: Any, filter_name: str) -> str:

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from ansible_collections.cvs.cluster.plugins.plugin_utils._rvs_detect import gpu_config_folder as _gpu_config_folder
-from ansible_collections.cvs.cluster.plugins.plugin_utils._rvs_detect import (
+from ansible_collections.cvs.cluster.plugins.plugin_utils._rvs.detect import gpu_config_folder as _gpu_config_folder
+from ansible_collections.cvs.cluster.plugins.plugin_utils._rvs.detect import (
     rvs_version_supports_levels as _rvs_version_supports_levels,
 )
 

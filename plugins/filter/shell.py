@@ -8,7 +8,7 @@ from typing import Any
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.cvs.cluster.plugins.plugin_utils._shell import (
+from ansible_collections.cvs.cluster.plugins.plugin_utils._common.shell import (
     EnvNameError,
     comment_text,
     env_name_problems,

@@ -140,7 +140,7 @@ from ansible.errors import AnsibleParserError
 from ansible.module_utils.common.text.converters import to_text
 from ansible.plugins.inventory import BaseInventoryPlugin, Constructable
 
-from ansible_collections.cvs.cluster.plugins.plugin_utils._cluster_json import (
+from ansible_collections.cvs.cluster.plugins.plugin_utils._inventory.cluster_json import (
     HEAD_GROUP,
     NODES_GROUP,
     ClusterFileError,
@@ -148,7 +148,7 @@ from ansible_collections.cvs.cluster.plugins.plugin_utils._cluster_json import (
     load_cluster_json,
     looks_like_cluster_file,
 )
-from ansible_collections.cvs.cluster.plugins.plugin_utils._inventory_trust import trusted_data
+from ansible_collections.cvs.cluster.plugins.plugin_utils._inventory.trust import trusted_data
 
 # A YAML source names this plugin by its FQCN on a top-level "plugin:" line.
 _YAML_SOURCE_RE = re.compile(r"""^plugin:\s*["']?cvs\.cluster\.cluster_json["']?\s*(#.*)?$""", re.MULTILINE)

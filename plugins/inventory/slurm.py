@@ -72,7 +72,7 @@ from ansible.errors import AnsibleParserError
 from ansible.module_utils.common.text.converters import to_text
 from ansible.plugins.inventory import BaseInventoryPlugin, Constructable
 
-from ansible_collections.cvs.cluster.plugins.plugin_utils._inventory_trust import trusted_data
+from ansible_collections.cvs.cluster.plugins.plugin_utils._inventory.trust import trusted_data
 from ansible_collections.cvs.cluster.plugins.plugin_utils._slurm import inventory_hosts, parse_oneliner
 
 _YAML_SOURCE_RE = re.compile(r"""^plugin:\s*["']?cvs\.cluster\.slurm["']?\s*(#.*)?$""", re.MULTILINE)

@@ -48,7 +48,7 @@ from ansible.errors import AnsibleError
 from ansible.plugins.loader import inventory_loader
 from ansible.plugins.lookup import LookupBase
 
-from ansible_collections.cvs.cluster.plugins.plugin_utils._cluster_json import ClusterFileError
+from ansible_collections.cvs.cluster.plugins.plugin_utils._inventory.cluster_json import ClusterFileError
 
 PLUGIN = "cvs.cluster.cluster_json"
 

@@ -78,7 +78,7 @@ from typing import Any, List
 from ansible.errors import AnsibleLookupError
 from ansible.plugins.lookup import LookupBase
 
-from ansible_collections.cvs.cluster.plugins.plugin_utils._maxtext import (
+from ansible_collections.cvs.cluster.plugins.plugin_utils._maxtext.metrics import (
     DEFAULT_ERROR_PATTERNS,
     DEFAULT_IGNORE_ERROR_PATTERNS,
     JOINING_RE,

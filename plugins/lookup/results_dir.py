@@ -43,7 +43,7 @@ from typing import Any, Optional
 from ansible.errors import AnsibleError
 from ansible.plugins.lookup import LookupBase
 
-from ansible_collections.cvs.cluster.plugins.plugin_utils._results_dir import default_results_dir
+from ansible_collections.cvs.cluster.plugins.plugin_utils._run.results_dir import default_results_dir
 
 
 class LookupModule(LookupBase):

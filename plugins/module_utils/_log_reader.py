@@ -4,7 +4,7 @@
 
 This file is self-contained (standard library only) because the log_poll
 action plugin ships its source to the node on every round and runs it with
-``python3 -S`` (see plugin_utils/_reader_protocol.py); the log_poll module imports it
+``python3 -S`` (see plugin_utils/_log_poll/protocol.py); the log_poll module imports it
 too. Keep it small and fast: it is on the hot path of every poll round of
 every host, and the interpreter's start-up is most of a round's cost on the
 node. So it imports only modules that load in microseconds (``os`` and

@@ -14,7 +14,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Optional
 
-from ansible_collections.cvs.cluster.plugins.plugin_utils._container_forms import closest
+from ansible_collections.cvs.cluster.plugins.plugin_utils._common.messages import closest
 
 __all__ = [
     "UNAVAILABLE_STATES",

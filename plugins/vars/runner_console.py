@@ -43,7 +43,7 @@ from typing import Any
 from ansible import constants as C
 from ansible.plugins.vars import BaseVarsPlugin
 
-from ansible_collections.cvs.cluster.plugins.plugin_utils._runner_console import wrapped_callback
+from ansible_collections.cvs.cluster.plugins.plugin_utils._console.runner import wrapped_callback
 
 # Vars plugins are imported right after the inventory is read, before ansible-playbook loads its callbacks:
 # the only point of this plugin is this import-time hand-over.

@@ -31,7 +31,7 @@ import ansible_runner
 import pexpect
 import pytest
 
-from ansible_collections.cvs.cluster.plugins.plugin_utils._console import has_control, strip_ansi
+from ansible_collections.cvs.cluster.plugins.plugin_utils._console.model import has_control, strip_ansi
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "callback"

@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "fixtures" / "log_poll"
 from lp_support import Scenario, Target, both_forms, lp_target, numbers
 from lp_writer import expected_bytes
 
-from ansible_collections.cvs.cluster.plugins.plugin_utils._log_poll import decode_line, split_lines
+from ansible_collections.cvs.cluster.plugins.plugin_utils._log_poll.scan import decode_line, split_lines
 
 __all__ = ["lp_target"]  # the fixture, parametrised over the backends
 

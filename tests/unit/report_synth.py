@@ -13,8 +13,8 @@ import random
 from pathlib import Path
 from typing import Any, Mapping, Optional
 
-from ansible_collections.cvs.cluster.plugins.plugin_utils._check_record import SCHEMA
-from ansible_collections.cvs.cluster.plugins.plugin_utils._rvs_record import check_rows
+from ansible_collections.cvs.cluster.plugins.plugin_utils._report.check_record import SCHEMA
+from ansible_collections.cvs.cluster.plugins.plugin_utils._rvs.record import check_rows
 
 GPU_IDS = [36479 + 1000 * i for i in range(8)]
 

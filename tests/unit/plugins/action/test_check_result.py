@@ -9,7 +9,7 @@ from typing import Any
 from ansible.playbook.play_context import PlayContext
 
 from ansible_collections.cvs.cluster.plugins.action import check_result as action_mod
-from ansible_collections.cvs.cluster.plugins.plugin_utils._check_record import SCHEMA
+from ansible_collections.cvs.cluster.plugins.plugin_utils._report.check_record import SCHEMA
 
 
 class FakeTask:

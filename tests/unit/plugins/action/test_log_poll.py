@@ -1,7 +1,7 @@
 """The log_poll action plugin driven in-process, several hosts round-robin, no Ansible run.
 
 What a round decides (policies, deadlines, stall, the join grace, generations) is tested against the round engine
-with an injected clock (tests/unit/plugins/plugin_utils/test_log_poll_engine.py); here the action is driven end to
+with an injected clock (tests/unit/plugins/plugin_utils/_log_poll/test_engine.py); here the action is driven end to
 end: arguments, the real reader and its cursors, transport faults, save_dir, task loops.
 
 Each host's remote read is the real shipped program run through ``/bin/sh -c`` on
@@ -27,7 +27,7 @@ from ansible.module_utils.common.collections import ImmutableDict
 from ansible.playbook.play_context import PlayContext
 
 from ansible_collections.cvs.cluster.plugins.action import log_poll as action_mod
-from ansible_collections.cvs.cluster.plugins.plugin_utils._log_poll import decode_line, split_lines
+from ansible_collections.cvs.cluster.plugins.plugin_utils._log_poll.scan import decode_line, split_lines
 
 HOSTS = ["n1", "n2", "n3"]
 # what interpreter discovery finds on a node (a pyenv shim in PATH would cost 100 ms a round)

@@ -19,7 +19,7 @@ import pytest
 
 from ansible_collections.cvs.cluster.plugins.action.run_guard import guard_command, guard_program, start_holder
 from ansible_collections.cvs.cluster.plugins.module_utils import _run_guard as guard
-from ansible_collections.cvs.cluster.plugins.plugin_utils._guard_holder import start_time
+from ansible_collections.cvs.cluster.plugins.plugin_utils._run.guard_holder import start_time
 
 
 @pytest.fixture

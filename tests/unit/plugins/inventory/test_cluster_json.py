@@ -15,7 +15,8 @@ import pytest
 
 from ansible_collections.cvs.cluster.plugins.filter.container import FilterModule as ContainerFilters
 from ansible_collections.cvs.cluster.plugins.inventory.cluster_json import InventoryModule
-from ansible_collections.cvs.cluster.plugins.plugin_utils._cluster_json import (
+from ansible_collections.cvs.cluster.plugins.plugin_utils._container.model import normalize_container
+from ansible_collections.cvs.cluster.plugins.plugin_utils._inventory.cluster_json import (
     ClusterFileError,
     convert_cluster,
     default_user_id,
@@ -24,7 +25,6 @@ from ansible_collections.cvs.cluster.plugins.plugin_utils._cluster_json import (
     looks_like_cluster_file,
     proxy_command_args,
 )
-from ansible_collections.cvs.cluster.plugins.plugin_utils._container import normalize_container
 
 ROOT = Path(__file__).resolve().parents[4]
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "cluster_json"

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from ansible_collections.cvs.cluster.plugins.module_utils import _log_reader as reader
-from ansible_collections.cvs.cluster.plugins.plugin_utils import _reader_protocol as protocol
-from ansible_collections.cvs.cluster.plugins.plugin_utils._reader_session import SERVE_BOOTSTRAP
+from ansible_collections.cvs.cluster.plugins.plugin_utils._log_poll import protocol
+from ansible_collections.cvs.cluster.plugins.plugin_utils._log_poll.session import SERVE_BOOTSTRAP
 
 MIB = 1024 * 1024
 

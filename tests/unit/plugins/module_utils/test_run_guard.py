@@ -1,4 +1,4 @@
-"""Run ownership on a node (module_utils/_run_guard.py) and the controller's identity (plugin_utils/_run_owner.py).
+"""Run ownership on a node (module_utils/_run_guard.py) and the controller's identity (plugin_utils/_run/owner.py).
 
 Real processes and real files: the lease under tmp_path, processes started with the run's marks."""
 
@@ -17,7 +17,7 @@ from typing import Iterator
 import pytest
 
 from ansible_collections.cvs.cluster.plugins.module_utils import _run_guard as guard
-from ansible_collections.cvs.cluster.plugins.plugin_utils._run_owner import controller_gone, controller_identity
+from ansible_collections.cvs.cluster.plugins.plugin_utils._run.owner import controller_gone, controller_identity
 
 NOW = 1_800_000_000.0
 

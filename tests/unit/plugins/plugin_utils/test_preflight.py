@@ -8,7 +8,6 @@ from typing import Any
 
 import pytest
 
-from ansible_collections.cvs.cluster.plugins.plugin_utils._check_record import SCHEMA, validate
 from ansible_collections.cvs.cluster.plugins.plugin_utils._preflight import (
     PreflightError,
     clock_skew,
@@ -17,6 +16,7 @@ from ansible_collections.cvs.cluster.plugins.plugin_utils._preflight import (
     node_facts,
     uniformity_problems,
 )
+from ansible_collections.cvs.cluster.plugins.plugin_utils._report.check_record import SCHEMA, validate
 
 
 def _gpu(index: int, model: str = "AMD Instinct MI300X", driver: str = "6.12.12") -> dict[str, Any]:

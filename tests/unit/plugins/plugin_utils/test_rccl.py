@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.cvs.cluster.plugins.plugin_utils._check_record import SCHEMA, validate
 from ansible_collections.cvs.cluster.plugins.plugin_utils._rccl import judge, parse, size_bytes, summary_rows
+from ansible_collections.cvs.cluster.plugins.plugin_utils._report.check_record import SCHEMA, validate
 
 # an all_reduce_perf run as rccl-tests prints it (rank 0), two nodes x 8 GPUs
 OUTPUT = """\

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from ansible_collections.cvs.cluster.plugins.plugin_utils._report import write_report
+from ansible_collections.cvs.cluster.plugins.plugin_utils._report.record import write_report
 from ansible_collections.cvs.cluster.tests.unit.report_browser import measure, screenshot
 from ansible_collections.cvs.cluster.tests.unit.report_synth import synth_found, write_run
 
