@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from typing import Any
 
 from ansible.plugins.action import ActionBase
@@ -17,11 +18,12 @@ from ansible_collections.cvs.cluster.plugins.plugin_utils._common.paths import a
 from ansible_collections.cvs.cluster.plugins.plugin_utils._report.check_record import SCHEMA, CheckRecordError, validate
 
 ARGUMENT_SPEC: dict[str, Any] = {
-    "results_dir": {"type": "path", "required": True},
-    "run_id": {"type": "str", "required": True},
+    "results_dir": {"type": "path"},
+    "run_id": {"type": "str"},
     "check": {"type": "str", "required": True},
     "node": {"type": "str"},
     "record": {"type": "dict", "required": True},
+    "steps": {"type": "list", "elements": "dict"},
 }
 
 
@@ -30,12 +32,36 @@ def record_path(results_dir: str, run_id: str, node: str, check: str) -> str:
     return os.path.join(results_dir, path_component(run_id), "checks", path_component(node), f"{check}.json")
 
 
+_COMMON_VARS = ("inventory_hostname", "cvs_backend", "cvs_orchestrator", "cvs_slurm_job")
+
+
+def _utc_now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
 def _read(path: str) -> Any:
     try:
         with open(path, encoding="utf-8") as fh:
             return json.load(fh)
     except (OSError, ValueError):
         return None
+
+
+def common_fields(task_vars: dict[str, Any], steps: list[dict[str, Any]] | None, now: str) -> dict[str, Any]:
+    """The fields every suite's record shares, from the run's variables: a record's own values win over these.
+
+    ``scheduler`` is the Slurm job of the run (``cvs_slurm_job``, set by prepare) with the check's ``steps``.
+    """
+    job = task_vars.get("cvs_slurm_job")
+    scheduler = None
+    if isinstance(job, dict) and job.get("id"):
+        scheduler = {"type": "slurm", "job_id": str(job["id"]), "job_name": job.get("name"), "steps": steps or []}
+    return {
+        "host": task_vars.get("inventory_hostname"),
+        "backend": task_vars.get("cvs_backend") or task_vars.get("cvs_orchestrator") or "baremetal",
+        "finished": now,
+        "scheduler": scheduler,
+    }
 
 
 class ActionModule(ActionBase):
@@ -49,14 +75,27 @@ class ActionModule(ActionBase):
         _validation, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
         node = args["node"] or str(task_vars.get("cvs_node") or task_vars.get("inventory_hostname"))
         check = args["check"]
+        where = {}
+        for key, var in (("results_dir", "cvs_results_dir"), ("run_id", "cvs_run_id")):
+            where[key] = args[key] or self._templar.template(task_vars.get(var) or "")
+            if not where[key]:
+                result.update(failed=True, msg=f"check_result: {key} is not set and neither is {var}")
+                return result
+        shared = {k: v for k, v in task_vars.items() if k in _COMMON_VARS}
+        common = common_fields(self._templar.template(shared), args["steps"], _utc_now())
         try:
-            record = validate({**args["record"], "schema": SCHEMA, "check": check, "node": node})
+            record = validate({**common, **args["record"], "schema": SCHEMA, "check": check, "node": node})
         except CheckRecordError as exc:
             result.update(failed=True, msg=f"check_result: the {check!r} record of {node} is invalid: {exc}")
             return result
-        path = record_path(args["results_dir"], args["run_id"], node, check)
+        path = record_path(where["results_dir"], where["run_id"], node, check)
+        before = _read(path)
+        if "finished" not in args["record"] and isinstance(before, dict) and before.get("finished"):
+            record["finished"] = before["finished"]  # the same record written again is not a change
+            if json.loads(json.dumps(record, default=str)) != before:
+                record["finished"] = common["finished"]
         text = json.dumps(record, indent=2, default=str) + "\n"
-        result.update(path=path, status=record["status"], changed=_read(path) != json.loads(text))
+        result.update(path=path, status=record["status"], changed=before != json.loads(text))
         if self._task.check_mode or not result["changed"]:
             return result
         try:

@@ -21,15 +21,15 @@ description:
   - A record that does not match fails the task naming the field (C(metrics[2].status - 'GOOD' is not one of
     PASS, FAIL, RECORD)) and writes nothing.
   - This is an action plugin; it runs on the controller whatever host the task is for.
-extends_documentation_fragment:
-  - cvs.cluster.run.results
 author:
   - cvs.cluster developers (@cvs-cluster)
 options:
   run_id:
-    description: The run (C(cvs_run_id)).
+    description: The run. Default - C(cvs_run_id).
     type: str
-    required: true
+  results_dir:
+    description: Controller directory holding one sub-directory per run. Default - C(cvs_results_dir).
+    type: path
   check:
     description: The check's name (letters, digits, C(_), C(.), C(-)); the file's name and the report's column.
     type: str
@@ -38,9 +38,18 @@ options:
     description: The node the record is about. Default - C(cvs_node), else C(inventory_hostname).
     type: str
   record:
-    description: What the check found; C(schema), C(check) and C(node) are set from the options.
+    description:
+      - What the check found; C(schema), C(check) and C(node) are set from the options.
+      - The fields every suite shares are filled from the run's variables when the record does not set them -
+        C(host) (C(inventory_hostname)), C(backend) (C(cvs_backend)), C(finished) (now, UTC; the same record
+        written again keeps the time it was first written) and C(scheduler) (the run's Slurm job C(cvs_slurm_job)
+        with O(steps), on the Slurm backend; null elsewhere).
     type: dict
     required: true
+  steps:
+    description: The scheduler steps the check ran (C({id, name, state, exit_code, nodes})), put in C(scheduler.steps).
+    type: list
+    elements: dict
 attributes:
   action:
     support: full
@@ -58,8 +67,6 @@ seealso:
 EXAMPLES = r"""
 - name: Record this node's result
   cvs.cluster.check_result:
-    results_dir: "{{ cvs_results_dir }}"
-    run_id: "{{ cvs_run_id }}"
     check: inference
     record:
       status: "{{ 'FAIL' if failure else 'PASS' }}"
@@ -67,7 +74,6 @@ EXAMPLES = r"""
       metrics: "{{ benchmark | cvs.cluster.check_thresholds(inference_thresholds) }}"
       lines: "{{ [poll.error.line] if poll.error else [] }}"
       started: "{{ started }}"
-      finished: "{{ now(utc=true, fmt='%Y-%m-%dT%H:%M:%SZ') }}"
       benchmark: "{{ benchmark }}"
 """
 

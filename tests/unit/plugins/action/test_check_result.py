@@ -6,7 +6,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+from ansible.parsing.dataloader import DataLoader
 from ansible.playbook.play_context import PlayContext
+from ansible.template import Templar
 
 from ansible_collections.cvs.cluster.plugins.action import check_result as action_mod
 from ansible_collections.cvs.cluster.plugins.plugin_utils._report.check_record import SCHEMA
@@ -29,7 +31,9 @@ class FakeConnection:
 
 
 def run(args: dict, check_mode: bool = False, **task_vars: Any) -> dict:
-    action = action_mod.ActionModule(FakeTask(args, check_mode), FakeConnection(), PlayContext(), None, None)
+    loader = DataLoader()
+    templar = Templar(loader=loader)
+    action = action_mod.ActionModule(FakeTask(args, check_mode), FakeConnection(), PlayContext(), loader, templar, None)
     action._load_name = "cvs.cluster.check_result"
     return action.run(task_vars={"inventory_hostname": "host-a", **task_vars})
 
@@ -75,3 +79,31 @@ def test_an_unwritable_results_dir_names_the_path(tmp_path: Path) -> None:
     blocker.write_text("a file where the run directory should be")
     result = run(args(tmp_path), cvs_node="node1")
     assert result["failed"] and f"could not write into '{blocker}/checks/node1/inference.json'" in result["msg"]
+
+
+def test_the_fields_every_suite_shares_come_from_the_run_variables(tmp_path: Path) -> None:
+    job = {"id": "42", "name": "cvs-r1", "nodes": ["node1"]}
+    steps = [{"id": "42.0", "name": "rvs gpup", "state": "COMPLETED", "exit_code": 0, "nodes": ["node1"]}]
+    result = run({"check": "inference", "record": {"status": "PASS", "reason": "ok"}, "steps": steps},
+                 cvs_node="node1", cvs_results_dir=str(tmp_path), cvs_run_id="r1", cvs_backend="slurm",
+                 cvs_slurm_job=job)  # fmt: skip
+    data = json.loads(Path(result["path"]).read_text())
+    assert data["host"] == "host-a" and data["backend"] == "slurm"
+    assert data["scheduler"] == {"type": "slurm", "job_id": "42", "job_name": "cvs-r1", "steps": steps}
+    assert data["finished"].endswith("Z") and len(data["finished"]) == 20
+    again = run({"check": "inference", "record": {"status": "PASS", "reason": "ok"}, "steps": steps},
+                cvs_node="node1", cvs_results_dir=str(tmp_path), cvs_run_id="r1", cvs_backend="slurm",
+                cvs_slurm_job=job)  # fmt: skip
+    assert again["changed"] is False  # the first write's time is kept for the same record
+
+
+def test_a_record_own_fields_win_and_no_job_means_no_scheduler(tmp_path: Path) -> None:
+    result = run(args(tmp_path, host="other", backend="container", finished="2026-01-31T12:00:00Z"))
+    data = json.loads(Path(result["path"]).read_text())
+    assert (data["host"], data["backend"], data["finished"]) == ("other", "container", "2026-01-31T12:00:00Z")
+    assert data["scheduler"] is None
+
+
+def test_without_results_dir_or_run_id_the_task_says_which_variable_is_missing(tmp_path: Path) -> None:
+    result = run({"check": "inference", "record": {"status": "PASS", "reason": "ok"}}, cvs_run_id="r1")
+    assert result["failed"] and result["msg"] == "check_result: results_dir is not set and neither is cvs_results_dir"
