@@ -10,6 +10,7 @@ from typing import Any, Mapping
 
 from ansible.plugins.action import ActionBase
 
+from ansible_collections.cvs.cluster.plugins.plugin_utils._report.console import fleet_table
 from ansible_collections.cvs.cluster.plugins.plugin_utils._report.record import (
     ReportError,
     ensure_writable,
@@ -19,7 +20,6 @@ from ansible_collections.cvs.cluster.plugins.plugin_utils._report.record import 
     verdict_line,
     write_report,
 )
-from ansible_collections.cvs.cluster.plugins.plugin_utils._report.render import fleet_table
 
 ARGUMENT_SPEC: dict[str, Any] = {
     "results_dir": {"type": "path", "required": True},

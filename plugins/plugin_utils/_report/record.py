@@ -32,11 +32,11 @@ from ansible_collections.cvs.cluster.plugins.plugin_utils._common.paths import a
 from ansible_collections.cvs.cluster.plugins.plugin_utils._metrics import fleet as _fleet
 from ansible_collections.cvs.cluster.plugins.plugin_utils._report.check_record import CheckRecordError, validate
 from ansible_collections.cvs.cluster.plugins.plugin_utils._report.format import parse_time
-from ansible_collections.cvs.cluster.plugins.plugin_utils._report.render import to_html, to_junit
+from ansible_collections.cvs.cluster.plugins.plugin_utils._report.html import to_html
+from ansible_collections.cvs.cluster.plugins.plugin_utils._report.junit import to_junit
+from ansible_collections.cvs.cluster.plugins.plugin_utils._report.status import BAD, STATUSES
 
 SCHEMA = "cvs.cluster/results/v1"
-STATUSES = ("PASS", "FAIL", "ERROR", "UNREACHABLE", "MISSING")
-BAD = ("FAIL", "ERROR", "UNREACHABLE")
 MAX_LINES = 200
 FACT_KEYS = (
     "hostname",

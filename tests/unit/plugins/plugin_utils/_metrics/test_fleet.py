@@ -207,7 +207,7 @@ def test_filter_fleet_compare() -> None:
 
 
 def test_console_table() -> None:
-    from ansible_collections.cvs.cluster.plugins.plugin_utils._report.render import fleet_table
+    from ansible_collections.cvs.cluster.plugins.plugin_utils._report.console import fleet_table
 
     rec = _record(synth_found(3, slow={2: 1.15}))
     lines = fleet_table(rec)

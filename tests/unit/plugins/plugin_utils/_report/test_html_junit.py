@@ -1,5 +1,5 @@
-"""Unit tests: junit.xml and report.html rendering (plugin_utils/_report/render.py, _report/plots.py,
-_report/format.py)."""
+"""Unit tests: junit.xml and report.html rendering (plugin_utils/_report/junit.py, html.py, view.py, plots.py,
+format.py)."""
 
 from __future__ import annotations
 
@@ -13,15 +13,11 @@ import xmlschema
 
 from ansible_collections.cvs.cluster.plugins.plugin_utils._metrics import fleet as _fleet
 from ansible_collections.cvs.cluster.plugins.plugin_utils._report import format as fmt
-from ansible_collections.cvs.cluster.plugins.plugin_utils._report import record as _report
+from ansible_collections.cvs.cluster.plugins.plugin_utils._report import status as _status
+from ansible_collections.cvs.cluster.plugins.plugin_utils._report.html import to_html
+from ansible_collections.cvs.cluster.plugins.plugin_utils._report.junit import to_junit
 from ansible_collections.cvs.cluster.plugins.plugin_utils._report.record import aggregate
-from ansible_collections.cvs.cluster.plugins.plugin_utils._report.render import (
-    one_line,
-    to_html,
-    to_junit,
-    tone,
-    wall_time,
-)
+from ansible_collections.cvs.cluster.plugins.plugin_utils._report.view import one_line, tone, wall_time
 from ansible_collections.cvs.cluster.tests.unit.report_synth import synth_found
 
 XSD = Path(__file__).resolve().parents[3] / "fixtures" / "junit-10.xsd"
@@ -211,7 +207,7 @@ def test_statuses_rendered_generically(monkeypatch: pytest.MonkeyPatch) -> None:
     page = to_html(rec)
     assert 'data-status="UNREACHABLE" data-tone="bad"' in page and ">UNREACHABLE</span>" in page
     assert 'data-status="WEIRD" data-tone="other"' in page and ">WEIRD</span>" in page
-    monkeypatch.setattr(_report, "BAD", (*_report.BAD, "WEIRD"))
+    monkeypatch.setattr(_status, "BAD", (*_status.BAD, "WEIRD"))
     assert tone("WEIRD") == "bad"
     page = to_html(rec)
     assert 'data-status="WEIRD" data-tone="bad"' in page

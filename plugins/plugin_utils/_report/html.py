@@ -1,254 +1,24 @@
-"""Rendering of the run record (controller only, pure logic): junit.xml and report.html.
-
-The record itself (reading the per-node check files, folding them into
-results.json, the fleet comparison) is built in :mod:`_report` and
-:mod:`_metrics.fleet`; this module only turns that record into text and never
-changes it. Statuses are rendered generically: one listed in ``_report.BAD``
-is styled as bad, ``PASS`` as good, anything else (MISSING, OUTLIER, a
-status added later) as its own name on a neutral or warning colour.
-"""
+# Copyright: cvs.cluster contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""report.html of a run record (controller only, pure logic): one self-contained page, no network, no libraries."""
 
 from __future__ import annotations
 
 import html
-import re
-import xml.etree.ElementTree as ET
-from datetime import timezone
-from typing import Any, Iterable, Mapping, Optional, Sequence
+from typing import Any, Mapping, Sequence
 
 from ansible_collections.cvs.cluster.plugins.plugin_utils._metrics import fleet as _fleet
 from ansible_collections.cvs.cluster.plugins.plugin_utils._report import format as fmt
 from ansible_collections.cvs.cluster.plugins.plugin_utils._report import plots
-
-FAILURE_STATUSES = ("FAIL", "OUTLIER")  # JUnit <failure>; any other status that is not PASS is an <error>
-ONE_LINE = 160  # characters of a one-line reason
-FACT_LABELS = (
-    ("gpu_model", ""),
-    ("gpus", "GPUs"),
-    ("rocm_version", "ROCm"),
-    ("rvs_version", "RVS"),
-    ("kernel", "kernel"),
-    ("cpus", "CPUs"),
-    ("memory_gib", "GiB"),
-    ("address", ""),
-    ("backend", ""),
+from ansible_collections.cvs.cluster.plugins.plugin_utils._report.view import (
+    FACT_LABELS,
+    node_order,
+    one_line,
+    problems,
+    run_facts,
+    threshold_text,
+    tone,
 )
-
-
-def _bad_statuses() -> tuple[str, ...]:
-    """``_report.BAD`` (imported when rendering: _report imports this module)."""
-    from ansible_collections.cvs.cluster.plugins.plugin_utils._report import record as _report
-
-    return tuple(_report.BAD)
-
-
-def tone(status: Any) -> str:
-    """Styling group of a status: ok, bad, warn (OUTLIER), missing, other."""
-    s = str(status)
-    if s == "PASS":
-        return "ok"
-    if s in _bad_statuses() or s == "FAIL":
-        return "bad"
-    if s == "OUTLIER":
-        return "warn"
-    if s in ("MISSING", "INCOMPLETE"):
-        return "missing"
-    return "other"
-
-
-def wall_time(recs: Iterable[Mapping[str, Any]]) -> Optional[float]:
-    """Seconds from the earliest start to the latest finish of check records (parallel nodes overlap)."""
-    starts, ends = [], []
-    for rec in recs:
-        a, b = fmt.parse_time(rec.get("started")), fmt.parse_time(rec.get("finished"))
-        if a is not None:
-            starts.append(a)
-        if b is not None:
-            ends.append(b)
-    if not starts or not ends:
-        return None
-    return max(0.0, (max(ends) - min(starts)).total_seconds())
-
-
-def one_line(rec: Mapping[str, Any], limit: int = ONE_LINE) -> str:
-    """The offending line of a check record (first line, else the reason's first clause), shortened."""
-    text = ""
-    for line in rec.get("lines") or []:
-        if str(line).strip():
-            text = str(line).strip()
-            break
-    if not text:
-        text = str(rec.get("reason") or "").strip()
-        if len(text) > limit and " - " in text:
-            text = text.split(" - ", 1)[0]
-    text = re.sub(r"\s+", " ", text)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def problems(record: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """Per node that is not clean: {node, status, check, line}; bad first, then outliers, then the rest."""
-    order = {"bad": 0, "warn": 1, "other": 2, "missing": 3}
-    out = []
-    outliers = {}
-    for o in (record.get("fleet") or {}).get("outliers") or []:
-        outliers.setdefault(o["node"], []).append(o)
-    for node, row in record["nodes"].items():
-        worst: Optional[tuple[int, str, str, str]] = None
-        for check, rec in row["checks"].items():
-            t = tone(rec["status"])
-            if t == "ok":
-                continue
-            cand = (order[t], rec["status"], check, one_line(rec))
-            if worst is None or cand[0] < worst[0]:
-                worst = cand
-        if node in outliers and (worst is None or worst[0] > order["warn"]):
-            o = outliers[node][0]
-            more = f" (+{len(outliers[node]) - 1} more)" if len(outliers[node]) > 1 else ""
-            worst = (order["warn"], "OUTLIER", o["check"], o["reason"] + more)
-        if worst is not None:
-            out.append({"node": node, "rank": worst[0], "status": worst[1], "check": worst[2], "line": worst[3]})
-    out.sort(key=lambda p: p["rank"])
-    return out
-
-
-def node_order(record: Mapping[str, Any]) -> list[str]:
-    """Nodes with problems first (bad, outlier, other, missing), then the rest, each group in run order."""
-    ranked = {p["node"]: p["rank"] for p in problems(record)}
-    nodes = list(record["nodes"])
-    return sorted(nodes, key=lambda n: (ranked.get(n, 9), nodes.index(n)))
-
-
-def run_facts(record: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """(label, text) of the run: backend, versions, GPU model, duration, nodes, checks, generated."""
-
-    def values(key: str) -> str:
-        seen: dict[str, int] = {}
-        for row in record["nodes"].values():
-            v = (row.get("facts") or {}).get(key)
-            if v is not None:
-                seen[fmt.value(v)] = seen.get(fmt.value(v), 0) + 1
-        if not seen:
-            return ""
-        if len(seen) == 1:
-            return next(iter(seen))
-        return " / ".join(f"{k} ({n})" for k, n in sorted(seen.items(), key=lambda kv: -kv[1]))
-
-    recs = [r for row in record["nodes"].values() for r in row["checks"].values()]
-    wall = wall_time(recs)
-    out = [
-        ("nodes", str(len(record["nodes"]))),
-        ("checks", ", ".join(record.get("checks") or []) or "none"),
-        ("backend", values("backend")),
-        ("GPU", values("gpu_model")),
-        ("ROCm", values("rocm_version")),
-        ("RVS", values("rvs_version")),
-        ("kernel", values("kernel")),
-        ("duration", fmt.duration(wall) if wall is not None else ""),
-        ("generated", str(record.get("generated") or "")),
-    ]
-    return [(k, v) for k, v in out if v]
-
-
-# --------------------------------------------------------------------------- JUnit
-
-
-def _xml_text(value: Any) -> str:
-    """Text safe for XML 1.0 (control characters other than tab/newline replaced)."""
-    return re.sub(r"[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]", "\ufffd", str(value))
-
-
-def _threshold_text(m: Mapping[str, Any]) -> str:
-    t = m.get("threshold")
-    if t is None:
-        return ""
-    if isinstance(t, Mapping):
-        return ", ".join(f"{k} {fmt.value(v, m.get('metric') if k != 'tolerance' else None)}" for k, v in t.items())
-    return fmt.value(t)
-
-
-def _fmt_metric(m: Mapping[str, Any]) -> str:
-    thr = _threshold_text(m)
-    value = fmt.value(m.get("value"), m.get("metric"))
-    return f"{m['metric']} = {value} [{m['status']}]" + (f" ({thr})" if thr else "")
-
-
-def _timestamp(value: Any) -> Optional[str]:
-    t = fmt.parse_time(value)
-    return t.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S") if t else None
-
-
-def to_junit(record: Mapping[str, Any]) -> str:
-    """JUnit XML valid against Jenkins' junit-10.xsd: one testsuite per check, one testcase per node.
-
-    Times are wall times (earliest start to latest finish): nodes run a check in parallel, so summing their
-    times would overstate the run. FAIL and OUTLIER (when the fleet comparison fails the run) give
-    ``<failure>``, every other status that is not PASS an ``<error>`` of that type (never counted as passed).
-    """
-    root = ET.Element("testsuites", name=f"cvs.cluster {record['run_id']}")
-    totals = {"tests": 0, "failures": 0, "errors": 0}
-    fleet = record.get("fleet") or {}
-    outliers: dict[tuple[str, str], list[str]] = {}
-    for o in fleet.get("outliers") or []:
-        outliers.setdefault((o["node"], o["check"]), []).append(o["reason"])
-    all_recs = []
-    for check in record["checks"]:
-        suite = ET.SubElement(root, "testsuite", name=check)
-        recs = [row["checks"][check] for row in record["nodes"].values() if check in row["checks"]]
-        all_recs += recs
-        props = [("fleet.status", str(fleet.get("status", "")))] if fleet else []
-        props += [(f"fleet.outlier.{n}", "; ".join(r)) for (n, c), r in outliers.items() if c == check]
-        props += [(f"fleet.fact.{f['fact']}", f["reason"]) for f in fleet.get("facts") or []]
-        if props:
-            pe = ET.SubElement(suite, "properties")
-            for name, value in props:
-                ET.SubElement(pe, "property", name=_xml_text(name), value=_xml_text(value))
-        n = {"tests": 0, "failures": 0, "errors": 0}
-        for node, row in record["nodes"].items():
-            rec = row["checks"].get(check)
-            if rec is None:
-                continue
-            n["tests"] += 1
-            t = rec.get("duration")
-            case = ET.SubElement(suite, "testcase", classname=f"cvs.{check}", name=_xml_text(node))
-            if fmt.is_number(t):
-                case.set("time", f"{t:.3f}")
-            status = str(rec["status"])
-            detail = "\n".join([*rec["lines"], *(_fmt_metric(m) for m in rec["metrics"] if m["status"] == "FAIL")])
-            msg = _xml_text(f"{node}: {check} {status}: {rec['reason']}")
-            if status in FAILURE_STATUSES:
-                n["failures"] += 1
-                ET.SubElement(case, "failure", message=msg, type=status).text = _xml_text(detail)
-            elif status != "PASS":
-                n["errors"] += 1
-                ET.SubElement(case, "error", message=msg, type=status).text = _xml_text(detail)
-            out = [f"status: {status}", f"reason: {rec['reason']}"]
-            if outliers.get((node, check)):
-                out.insert(1, "fleet: OUTLIER - " + "; ".join(outliers[(node, check)]))
-            if rec.get("duration") is not None:
-                out.append(f"duration: {fmt.duration(rec['duration'])}")
-            out += [f"{k}: {fmt.value(v, k)}" for k, v in row["facts"].items()]
-            out += [_fmt_metric(m) for m in rec["metrics"]]
-            ET.SubElement(case, "system-out").text = _xml_text("\n".join(out))
-        for k, v in n.items():
-            totals[k] += v
-            suite.set(k, str(v))
-        suite.set("skipped", "0")
-        wall = wall_time(recs)
-        if wall is not None:
-            suite.set("time", f"{wall:.3f}")
-        stamp = min((s for s in (_timestamp(r.get("started")) for r in recs) if s), default=None)
-        if stamp:
-            suite.set("timestamp", stamp)
-    for k, v in totals.items():
-        root.set(k, str(v))
-    wall = wall_time(all_recs)
-    if wall is not None:
-        root.set("time", f"{wall:.3f}")
-    ET.indent(root)
-    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
-
-
-# --------------------------------------------------------------------------- HTML
 
 _CSS = """
 *{box-sizing:border-box}
@@ -354,7 +124,7 @@ def _metrics_table(rec: Mapping[str, Any]) -> str:
     for m in rec["metrics"]:
         rows.append(
             f'<tr class="{_e(m["status"])}" title="{_e(m.get("message"))}"><td>{_e(m["metric"])}</td>'
-            f"<td>{_e(fmt.value(m.get('value'), m['metric']))}</td><td>{_e(_threshold_text(m))}</td>"
+            f"<td>{_e(fmt.value(m.get('value'), m['metric']))}</td><td>{_e(threshold_text(m))}</td>"
             f"<td>{_e(m['status'])}</td></tr>"
         )
     rows.append("</table>")
@@ -581,40 +351,3 @@ def to_html(record: Mapping[str, Any]) -> str:
         f"{head}</tr></thead><tbody>{''.join(rows)}</tbody></table></section>"
         f"<script>{_SCRIPT}</script></body></html>\n"
     )
-
-
-# --------------------------------------------------------------------------- console
-
-
-def fleet_table(record: Mapping[str, Any], width: int = 100) -> list[str]:
-    """The fleet comparison as a short text table for the end of the console run ([] without one)."""
-    fleet = record.get("fleet")
-    if not fleet:
-        return []
-    lines = [f"fleet comparison: {fleet['status']} (tolerance {fleet['tolerance'] * 100:g}%, median of the fleet)"]
-    rows = []
-    for r in fleet.get("metrics") or []:
-        if r["median"] is None:
-            continue
-        bad = [
-            f"{n} {fmt.percent(c['deviation'])}"
-            for n, c in sorted(
-                r["nodes"].items(), key=lambda kv: kv[1]["deviation"] or 0, reverse=r["direction"] != "higher"
-            )
-            if c["status"] == "OUTLIER"
-        ]
-        rows.append((f"{r['check']} {r['metric']}", fmt.value(r["median"], r["metric"]), ", ".join(bad) or "-"))
-    if rows:
-        w1 = min(max(len(a) for a, _b, _c in rows), 40)
-        w2 = max(len(b) for _a, b, _c in rows)
-        lines.append(f"  {'metric':<{w1}}  {'median':>{w2}}  outliers")
-        for a, b, c in rows:
-            text = f"  {a[:w1]:<{w1}}  {b:>{w2}}  {c}"
-            lines.append(text if len(text) <= width else text[: width - 1] + "…")
-    lines += [f"  facts: {f['reason']}" for f in fleet.get("facts") or []]
-    notes = fleet.get("not_compared") or []
-    if notes:
-        lines.append(
-            f"  not compared: {notes[0]}" + (f" (+{len(notes) - 1} more in results.json)" if len(notes) > 1 else "")
-        )
-    return lines
