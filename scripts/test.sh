@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# make test: unit (pytest, then ansible-test units) -> lint -> sanity -> integration (fresh simulated cluster), teardown always.
+# make test: unit (pytest, then ansible-test units) -> lint -> sanity -> the integration tests that need no cluster
+# (marked local) -> integration (fresh simulated cluster), teardown always.
 # The cluster comes up in the background while the static phases run (its image build waits on the network and the
 # disk, they on the CPU); its output is printed when integration is about to start.
 set -uo pipefail
@@ -57,9 +58,11 @@ phase unit "$PY" -m pytest tests/unit -q -p no:cacheprovider
 phase units bash scripts/units.sh
 phase lint bash scripts/lint.sh
 phase sanity bash scripts/sanity.sh
+phase local "$PY" -m pytest tests/integration -m local -q -p no:cacheprovider -rfE \
+  --junitxml=.cache/local-junit.xml
 phase cluster-up cluster_up
 if [[ $status -eq 0 || -z "${CVS_STOP_ON_FAILURE:-}" ]]; then
-  phase integration "$PY" -m pytest tests/integration -q -p no:cacheprovider -rfE --durations=30 \
+  phase integration "$PY" -m pytest tests/integration -m "not local" -q -p no:cacheprovider -rfE --durations=30 \
 	--junitxml=.cache/integration-junit.xml
 fi
 exit $status

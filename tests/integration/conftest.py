@@ -15,7 +15,8 @@ Fixtures:
 * ``sshd_stop`` / ``sshd_start`` / ``engine_stop`` / ``engine_start``: call
   ``ctl.sh``; whatever a test stopped is started again when the test ends.
 
-All tests under tests/integration get the ``cluster`` marker.
+All tests under tests/integration get the ``cluster`` marker, except the ones marked ``local`` (real runs on
+local-connection hosts: ``make test`` runs them before the cluster is up).
 """
 
 from __future__ import annotations
@@ -49,10 +50,10 @@ PathLike = Union[str, "os.PathLike[str]"]
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark every test collected from tests/integration with ``cluster``."""
+    """Mark every test collected from tests/integration with ``cluster``, except those marked ``local``."""
     for item in items:
         path = Path(str(getattr(item, "path", None) or item.fspath)).resolve()
-        if HERE in path.parents:
+        if HERE in path.parents and item.get_closest_marker("local") is None:
             item.add_marker(pytest.mark.cluster)
 
 

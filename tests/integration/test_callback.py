@@ -33,6 +33,8 @@ import pytest
 
 from ansible_collections.cvs.cluster.plugins.plugin_utils._console.model import has_control, strip_ansi
 
+pytestmark = pytest.mark.local
+
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "callback"
 GOLDEN = FIXTURES / "golden"
