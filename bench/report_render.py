@@ -27,14 +27,12 @@ from typing import Any, Callable
 BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
 sys.path.insert(0, str(REPO / ".cache" / "collections"))
-sys.path.insert(0, str(REPO / "tests" / "unit"))
-
-from report_synth import synth_found  # noqa: E402
 
 from ansible_collections.cvs.cluster.plugins.plugin_utils._metrics import fleet as _fleet  # noqa: E402
 from ansible_collections.cvs.cluster.plugins.plugin_utils._report.html import to_html  # noqa: E402
 from ansible_collections.cvs.cluster.plugins.plugin_utils._report.junit import to_junit  # noqa: E402
 from ansible_collections.cvs.cluster.plugins.plugin_utils._report.record import aggregate  # noqa: E402
+from ansible_collections.cvs.cluster.tests.support.report_synth import synth_found  # noqa: E402
 
 HTML_BUDGET_S = 2.0
 HTML_BUDGET_BYTES = int(1.5 * 1024 * 1024)

@@ -8,19 +8,15 @@ wrote exactly once, in file order, as ``[host:label] line`` (made printable the 
 from __future__ import annotations
 
 import re
-import sys
 from collections import defaultdict
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent / "fixtures" / "log_poll"))
-
-from lp_support import Scenario, Target, numbers
-from lp_writer import expected_bytes
-
 from ansible_collections.cvs.cluster.plugins.plugin_utils._console.model import has_control, sanitize
 from ansible_collections.cvs.cluster.plugins.plugin_utils._log_poll.scan import decode_line, split_lines
+from ansible_collections.cvs.cluster.tests.support.log_poll import Scenario, Target, numbers
+from ansible_collections.cvs.cluster.tests.support.lp_writer import expected_bytes
 
 LINES = {"train": 6000, "monitor": 1500}
 RECORD_RE = re.compile(r"^\[(node\d):(train|monitor)\] (.*)$")

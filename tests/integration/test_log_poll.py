@@ -1,25 +1,21 @@
 """cvs.cluster.log_poll on the simulated cluster over real SSH: exactly once, rotation, stale markers,
 ordering, policies, completion probes, stalls.
 
-Each test writes a playbook (see fixtures/log_poll/lp_support.py), runs ansible-playbook against
+Each test writes a playbook (see tests/support/log_poll.py), runs ansible-playbook against
 the target's inventory and asserts on the registered results (dumped to JSON on the controller)
 and on every round's result (recorded by a test-only callback).
 """
 
 from __future__ import annotations
 
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent / "fixtures" / "log_poll"))
-
-from lp_support import Scenario, Target, both_forms, lp_target, numbers
-from lp_writer import expected_bytes
-
 from ansible_collections.cvs.cluster.plugins.plugin_utils._log_poll.scan import decode_line, split_lines
+from ansible_collections.cvs.cluster.tests.support.log_poll import Scenario, Target, both_forms, lp_target, numbers
+from ansible_collections.cvs.cluster.tests.support.lp_writer import expected_bytes
 
 __all__ = ["lp_target"]  # the fixture, parametrised over the backends
 

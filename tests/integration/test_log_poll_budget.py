@@ -2,19 +2,16 @@
 ansible-runner's MAX_EVENT_RES keeps its status fields under event_budget, and a call of several rounds
 (call_seconds) makes fewer task results; in both, every line reaches save_dir and the verbose console once.
 
-Same driver as test_log_poll.py (fixtures/log_poll/lp_support.py), both backends.
+Same driver as test_log_poll.py (tests/support/log_poll.py), both backends.
 """
 
 from __future__ import annotations
 
 import re
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent / "fixtures" / "log_poll"))
-
-from lp_support import Scenario, Target, lp_target, numbers
-from lp_writer import expected_bytes
+from ansible_collections.cvs.cluster.tests.support.log_poll import Scenario, Target, lp_target, numbers
+from ansible_collections.cvs.cluster.tests.support.lp_writer import expected_bytes
 
 __all__ = ["lp_target"]
 

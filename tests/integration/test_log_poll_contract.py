@@ -2,7 +2,7 @@
 start, two rotations within one delay, losses, late failures after the marker, long host names, orphaned workers,
 state retention, a log that never appears.
 
-Same driver as test_log_poll.py (fixtures/log_poll/lp_support.py), both backends unless a test says why not.
+Same driver as test_log_poll.py (tests/support/log_poll.py), both backends unless a test says why not.
 """
 
 from __future__ import annotations
@@ -11,16 +11,21 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent / "fixtures" / "log_poll"))
-
-from lp_support import REMOTE_ROOT, Scenario, Target, alias_target, both_forms, lp_target, numbers
-from lp_writer import expected_bytes, numbered
+from ansible_collections.cvs.cluster.tests.support.log_poll import (
+    REMOTE_ROOT,
+    Scenario,
+    Target,
+    alias_target,
+    both_forms,
+    lp_target,
+    numbers,
+)
+from ansible_collections.cvs.cluster.tests.support.lp_writer import expected_bytes, numbered
 
 __all__ = ["lp_target"]
 

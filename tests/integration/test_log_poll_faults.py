@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 import re
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent / "fixtures" / "log_poll"))
-
-from lp_support import Scenario, Target, both_forms, lp_target, numbers
-from lp_writer import expected_bytes
+from ansible_collections.cvs.cluster.tests.support.log_poll import Scenario, Target, both_forms, lp_target, numbers
+from ansible_collections.cvs.cluster.tests.support.lp_writer import expected_bytes
 
 __all__ = ["lp_target"]
 

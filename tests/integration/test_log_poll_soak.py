@@ -9,16 +9,13 @@ the writer was asked to write, byte for byte.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-sys.path.insert(0, str(Path(__file__).resolve().parent / "fixtures" / "log_poll"))
-
-from lp_support import Scenario, Target
-from lp_writer import expected_bytes
+from ansible_collections.cvs.cluster.tests.support.log_poll import Scenario, Target
+from ansible_collections.cvs.cluster.tests.support.lp_writer import expected_bytes
 
 HOSTS_PER_NODE = 4
 LINES_PER_SECOND = 2000

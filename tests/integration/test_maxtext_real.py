@@ -20,12 +20,12 @@ from typing import Any, Callable
 import pytest
 import yaml
 
+from ansible_collections.cvs.cluster.tests.support.maxtext import CPU_VARS, trainer_processes, wait_for, watched_lines
+
 PLAYBOOK = "playbooks/train_maxtext.yml"
-CPU_VARS = yaml.safe_load((Path(__file__).parents[2] / "tests/cluster/maxtext/cpu.yml").read_text())
 NODES = ["node1", "node2", "node3"]
 BACKENDS = ["baremetal", "container"]
 CONTAINER = "cvs-maxtext-real"
-TRAINER = "trainers/pre_train/train[.]py"
 
 
 def _vars(cluster: Any, backend: str, results_dir: Path, **extra: Any) -> dict[str, Any]:
@@ -62,25 +62,9 @@ def _records(results_dir: Path, out: Path) -> dict[str, dict[str, Any]]:
     return records
 
 
-def _trainers(node_exec: Callable[..., Any], node: str) -> list[tuple[int, str]]:
-    """(pid, CVS_MAXTEXT_RUN) of the real trainer processes on a node, containers included."""
-    script = (
-        "for p in /proc/[0-9]*; do "
-        f"if tr '\\0' ' ' <$p/cmdline 2>/dev/null | grep -q '{TRAINER}'; then "
-        "r=$(tr '\\0' '\\n' <$p/environ 2>/dev/null | sed -n 's/^CVS_MAXTEXT_RUN=//p'); "
-        '[ -n "$r" ] && echo "${p#/proc/} $r"; fi; done; true'
-    )
-    found = []
-    for line in node_exec(node, script).stdout.split("\n"):
-        if line.strip():
-            pid, run = line.split(" ", 1)
-            found.append((int(pid), run.strip()))
-    return found
-
-
 def _assert_nothing_left(node_exec: Callable[..., Any], records: dict[str, dict[str, Any]]) -> None:
     for node, rec in records.items():
-        left = [pid for pid, run in _trainers(node_exec, node) if run == rec["run"]]
+        left = [pid for pid, run in trainer_processes(node_exec, node) if run == rec["run"]]
         assert left == [], f"{node}: trainer processes of run {rec['run']} left: {left}"
 
 
@@ -93,21 +77,6 @@ def _in_background(target: Callable[[], Any]) -> tuple[threading.Thread, dict[st
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
     return thread, box
-
-
-def _wait_for(what: str, predicate: Callable[[], Any], timeout: float, interval: float = 0.1) -> Any:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    pytest.fail(f"timed out after {timeout:g}s waiting for {what}", pytrace=False)
-
-
-def _watched_lines(results_dir: Path, index: int) -> str:
-    """What the role's log watch has read so far from the node of rank ``index`` (saved on the controller)."""
-    return "".join(p.read_text(errors="replace") for p in results_dir.glob(f"*/watch/*/{index}/*/maxtext.log"))
 
 
 @pytest.fixture(name="cpu_cluster")
@@ -284,8 +253,8 @@ def test_a_rank_killed_mid_training_is_named_and_every_rank_stops_within_ten_sec
     # long enough never to end by itself; the time limit ends it should the kill not happen
     extravars = _vars(cpu_cluster, backend, results_dir, maxtext_steps=100000, maxtext_timeout=150)
     thread, box = _in_background(lambda: _run(run_playbook, backend, extravars, out))
-    _wait_for("step 5 on node2", lambda: "completed step: 5," in _watched_lines(results_dir, 1), 120, 0.2)
-    pids = _trainers(node_exec, "node2")
+    wait_for("step 5 on node2", lambda: "completed step: 5," in watched_lines(results_dir, 1), 120, 0.2)
+    pids = trainer_processes(node_exec, "node2")
     assert len(pids) == 1, pids
     node_exec("node2", f"kill -9 {pids[0][0]}")
     killed_at = time.time()
@@ -327,7 +296,7 @@ def test_a_rank_that_never_joins_is_named_when_the_others_give_up(
     extravars = _vars(cpu_cluster, backend, results_dir, overrides={"jax_distributed_initialization_timeout": timeout})
     started = time.monotonic()
     thread, box = _in_background(lambda: _run(run_playbook, backend, extravars, out))
-    pids = _wait_for("node3's trainer", lambda: _trainers(node_exec, "node3"), 300, 0.05)
+    pids = wait_for("node3's trainer", lambda: trainer_processes(node_exec, "node3"), 300, 0.05)
     node_exec("node3", f"kill -STOP {pids[0][0]}")
     frozen_at = time.monotonic()
     thread.join(300)

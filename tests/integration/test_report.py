@@ -27,7 +27,7 @@ import pytest
 import xmlschema
 import yaml
 
-from ansible_collections.cvs.cluster.tests.unit.report_browser import measure, screenshot
+from ansible_collections.cvs.cluster.tests.support.report_browser import measure, screenshot
 
 REPO = Path(__file__).resolve().parents[2]
 PYTHON = REPO / ".venv" / "bin" / "python"

@@ -18,7 +18,8 @@ from typing import Any, Callable, Iterator
 
 import pytest
 import yaml
-from test_maxtext_real import CPU_VARS, _trainers, _wait_for, _watched_lines
+
+from ansible_collections.cvs.cluster.tests.support.maxtext import CPU_VARS, trainer_processes, wait_for, watched_lines
 
 REPO = Path(__file__).resolve().parents[2]
 SLURM_SH = REPO / "tests/cluster/slurm.sh"
@@ -254,8 +255,8 @@ def test_a_rank_killed_on_slurm_ends_the_step_within_ten_seconds_and_is_named(
     thread = threading.Thread(target=lambda: box.update(proc=run_playbook(VALIDATE, inventory, extravars, check=False)))
     thread.start()
     try:
-        _wait_for("step 5 on node2", lambda: "completed step: 5," in _watched_lines(results, 1), 180, 0.2)
-        pids = _trainers(node_exec, "node2")
+        wait_for("step 5 on node2", lambda: "completed step: 5," in watched_lines(results, 1), 180, 0.2)
+        pids = trainer_processes(node_exec, "node2")
         assert len(pids) == 1, pids
         steps_before = {line.split()[0] for line in watcher.lines if "Name=cvs-maxtext-" in line}
         node_exec("node2", f"kill -9 {pids[0][0]}")
@@ -280,7 +281,7 @@ def test_a_rank_killed_on_slurm_ends_the_step_within_ten_seconds_and_is_named(
         assert step["id"] == step_id and step["state"] == "FAILED", step
         assert any("node2: task 1: Exited with exit code 137" in line for line in step["srun"]), step
     for node in NODES:
-        assert _trainers(node_exec, node) == [], node
+        assert trainer_processes(node_exec, node) == [], node
     assert _queue() == ""
 
 
@@ -307,7 +308,7 @@ def _interrupted_run(slurm: Any, tmp_path: Path, sig: int) -> tuple[int, str]:
             start_new_session=True, cwd=REPO,
         )  # fmt: skip
         try:
-            _wait_for("training on node3", lambda: "completed step: 3," in _watched_lines(results, 2), 180, 0.2)
+            wait_for("training on node3", lambda: "completed step: 3," in watched_lines(results, 2), 180, 0.2)
             assert "cvs-maxtext-" in _queue()
             os.killpg(proc.pid, sig)
             rc = proc.wait(300)
@@ -349,10 +350,10 @@ def test_a_cancelled_run_on_slurm_has_its_job_cancelled_by_the_node_guards(
     guards on the nodes scancel its job."""
     rc, text = _interrupted_run(slurm, tmp_path, signal.SIGKILL)
     assert rc == -signal.SIGKILL, text[-4000:]
-    _wait_for("the job to leave squeue", lambda: _queue() == "", 60, 0.5)
+    wait_for("the job to leave squeue", lambda: _queue() == "", 60, 0.5)
     run_id = _run_id(tmp_path)
     for node in NODES:
-        _wait_for(
+        wait_for(
             f"{node}: the run's processes to end", lambda n=node: _left_of_run(node_exec, n, run_id) == [], 30, 0.5
         )
 

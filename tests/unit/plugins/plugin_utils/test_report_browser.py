@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from ansible_collections.cvs.cluster.plugins.plugin_utils._report.record import write_report
-from ansible_collections.cvs.cluster.tests.unit.report_browser import measure, screenshot
-from ansible_collections.cvs.cluster.tests.unit.report_synth import synth_found, write_run
+from ansible_collections.cvs.cluster.tests.support.report_browser import measure, screenshot
+from ansible_collections.cvs.cluster.tests.support.report_synth import synth_found, write_run
 
 OUTPUT = Path(__file__).resolve().parents[3] / "output" / "report"
 SIZES = [(1400, 900), (390, 844)]

@@ -11,7 +11,7 @@ import pytest
 
 from ansible_collections.cvs.cluster.plugins.plugin_utils._metrics import fleet as _fleet
 from ansible_collections.cvs.cluster.plugins.plugin_utils._report.record import aggregate, stats, write_report
-from ansible_collections.cvs.cluster.tests.unit.report_synth import synth_found, write_run
+from ansible_collections.cvs.cluster.tests.support.report_synth import synth_found, write_run
 
 CHECKS = ["rvs", "maxtext"]
 

@@ -18,7 +18,7 @@ from ansible_collections.cvs.cluster.plugins.plugin_utils._report.html import to
 from ansible_collections.cvs.cluster.plugins.plugin_utils._report.junit import to_junit
 from ansible_collections.cvs.cluster.plugins.plugin_utils._report.record import aggregate
 from ansible_collections.cvs.cluster.plugins.plugin_utils._report.view import one_line, tone, wall_time
-from ansible_collections.cvs.cluster.tests.unit.report_synth import synth_found
+from ansible_collections.cvs.cluster.tests.support.report_synth import synth_found
 
 XSD = Path(__file__).resolve().parents[3] / "fixtures" / "junit-10.xsd"
 CHECKS = ["rvs", "maxtext"]
