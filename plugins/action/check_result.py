@@ -14,17 +14,9 @@ from typing import Any
 
 from ansible.plugins.action import ActionBase
 
+from ansible_collections.cvs.cluster.plugins.modules.check_result import ARGUMENT_SPEC
 from ansible_collections.cvs.cluster.plugins.plugin_utils._common.paths import atomic_write, path_component
 from ansible_collections.cvs.cluster.plugins.plugin_utils._report.check_record import SCHEMA, CheckRecordError, validate
-
-ARGUMENT_SPEC: dict[str, Any] = {
-    "results_dir": {"type": "path"},
-    "run_id": {"type": "str"},
-    "check": {"type": "str", "required": True},
-    "node": {"type": "str"},
-    "record": {"type": "dict", "required": True},
-    "steps": {"type": "list", "elements": "dict"},
-}
 
 
 def record_path(results_dir: str, run_id: str, node: str, check: str) -> str:

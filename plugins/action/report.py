@@ -10,6 +10,7 @@ from typing import Any, Mapping
 
 from ansible.plugins.action import ActionBase
 
+from ansible_collections.cvs.cluster.plugins.modules.report import ARGUMENT_SPEC
 from ansible_collections.cvs.cluster.plugins.plugin_utils._report.console import fleet_table
 from ansible_collections.cvs.cluster.plugins.plugin_utils._report.record import (
     ReportError,
@@ -20,17 +21,6 @@ from ansible_collections.cvs.cluster.plugins.plugin_utils._report.record import 
     verdict_line,
     write_report,
 )
-
-ARGUMENT_SPEC: dict[str, Any] = {
-    "results_dir": {"type": "path", "required": True},
-    "run_id": {"type": "str"},
-    "checks": {"type": "list", "elements": "str"},
-    "hosts": {"type": "list", "elements": "str"},
-    "nodes": {"type": "list", "elements": "str"},
-    "complete": {"type": "bool", "default": True},
-    "probe": {"type": "bool", "default": False},
-    "fleet": {"type": "dict"},
-}
 
 
 def _fleet_summary(record: Mapping[str, Any]) -> dict[str, Any]:

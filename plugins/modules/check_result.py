@@ -50,16 +50,13 @@ options:
     description: The scheduler steps the check ran (C({id, name, state, exit_code, nodes})), put in C(scheduler.steps).
     type: list
     elements: dict
+extends_documentation_fragment:
+  - cvs.cluster.attributes
+  - cvs.cluster.attributes.no_diff
 attributes:
-  action:
-    support: full
-    description: Runs as an action plugin on the controller.
   check_mode:
     support: full
     description: Checks the record and returns RV(path) and whether it would change; writes nothing.
-  diff_mode:
-    support: none
-    description: Nothing to compare.
 seealso:
   - module: cvs.cluster.report
 """
@@ -89,3 +86,29 @@ status:
   type: str
   sample: PASS
 """
+
+from typing import Any
+
+from ansible.module_utils.basic import AnsibleModule
+
+ARGUMENT_SPEC: dict[str, Any] = {
+    "results_dir": {"type": "path"},
+    "run_id": {"type": "str"},
+    "check": {"type": "str", "required": True},
+    "node": {"type": "str"},
+    "record": {"type": "dict", "required": True},
+    "steps": {"type": "list", "elements": "dict"},
+}
+
+
+def main() -> None:
+    # Reached only when the action plugin of the same name is bypassed: the arguments are checked as the action
+    # checks them (so the documentation above and this spec cannot drift apart), and nothing runs on the node.
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    module.fail_json(
+        msg="cvs.cluster.check_result runs on the controller as an action plugin, not as a module on a node"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -26,6 +26,8 @@ description:
     RV(summary) with M(ansible.builtin.set_stats) to show it in AWX and ansible-runner artifacts.
 extends_documentation_fragment:
   - cvs.cluster.run.results
+  - cvs.cluster.attributes
+  - cvs.cluster.attributes.no_diff
 author:
   - cvs.cluster developers (@cvs-cluster)
 options:
@@ -80,15 +82,9 @@ notes:
     With C(fail_on_outlier=true) in O(fleet) also C(OUTLIER).
 attributes:
   check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
-    support: none
-  diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
-    support: none
-  platform:
-    description: Target OS/families that can be operated against.
     support: full
-    platforms: posix
+    description: Runs in check mode as in a normal run - the report is written on the controller (a check-mode run
+      has results to report too); nothing on the nodes changes.
 """
 
 EXAMPLES = r"""
@@ -151,3 +147,29 @@ write_error:
   type: str
   sample: "no space left on device: cannot write /var/tmp/cvs-results/R/results.json (...)"
 """
+
+from typing import Any
+
+from ansible.module_utils.basic import AnsibleModule
+
+ARGUMENT_SPEC: dict[str, Any] = {
+    "results_dir": {"type": "path", "required": True},
+    "run_id": {"type": "str"},
+    "checks": {"type": "list", "elements": "str"},
+    "hosts": {"type": "list", "elements": "str"},
+    "nodes": {"type": "list", "elements": "str"},
+    "complete": {"type": "bool", "default": True},
+    "probe": {"type": "bool", "default": False},
+    "fleet": {"type": "dict"},
+}
+
+
+def main() -> None:
+    # Reached only when the action plugin of the same name is bypassed: the arguments are checked as the action
+    # checks them (so the documentation above and this spec cannot drift apart), and nothing runs on the node.
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    module.fail_json(msg="cvs.cluster.report runs on the controller as an action plugin, not as a module on a node")
+
+
+if __name__ == "__main__":
+    main()
