@@ -75,7 +75,10 @@ notes:
   - Under ansible-runner/AWX the runner wraps the callback named by E(ANSIBLE_STDOUT_CALLBACK); it is detected by the
     wrapper class and by E(AWX_ISOLATED_DATA_DIR), E(ORIGINAL_STDOUT_CALLBACK), E(RUNNER_OMIT_EVENTS),
     E(RUNNER_ONLY_FAILED_EVENTS) or E(JOB_ID). The console then prints heartbeat lines, and every event carries plain
-    rendered text.
+    rendered text. In V(verbose) mode each host's polled lines are printed in that host's own events (its next
+    M(cvs.cluster.log_poll) result), so AWX shows them under their node.
+  - A run on an ansible-core release outside the tested range starts with a warning naming the release found and the
+    tested ones.
 seealso:
   - module: cvs.cluster.log_poll
 """
@@ -124,11 +127,13 @@ from ansible import constants as C
 from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.callback.default import CallbackModule as DefaultCallbackModule
 
+from ansible_collections.cvs.cluster.plugins.plugin_utils._common.core_version import warn_if_untested_core
 from ansible_collections.cvs.cluster.plugins.plugin_utils._console.model import (
     DEFAULT_SPINNER,
     LOG_POLL_ACTIONS,
     SPINNER_CHOICES,
     Heartbeat,
+    HostLines,
     TaskProgress,
     capture_reason,
     failure_lines,
@@ -192,6 +197,8 @@ class CallbackModule(DefaultCallbackModule):
         self._guard = DisplayGuard(self._display, self._lock, self._clear_live, pid=self._pid)
         self._hang_up = HangUp()
         self._spool: Optional[SpoolReader] = None
+        # under ansible-runner: each host's spooled lines, until an event of that host shows them
+        self._held = HostLines()
 
     # ------------------------------------------------------------------ options and environment
 
@@ -229,7 +236,9 @@ class CallbackModule(DefaultCallbackModule):
         """Print the log lines (verbose) and take the progress that log_poll rounds spooled since the last drain.
 
         Under ansible-runner every display outside a result is an event of its own: there progress lines are left
-        to the results and heartbeats, and this is called only from results and heartbeats.
+        to the results and heartbeats, and this is called only from results and heartbeats. Each host's lines are
+        held there until the next event of that host (its next result), so that every line is in an event of its
+        own host, never in another host's result or in a heartbeat's host-less event.
         """
         if self._spool is None or os.getpid() != self._pid:
             return
@@ -242,7 +251,11 @@ class CallbackModule(DefaultCallbackModule):
                 if info is None:
                     continue
                 if info.mode == "verbose":
-                    lines.extend(format_log_line(host, label, line) for label, line in record.get("lines") or [])
+                    polled = (format_log_line(host, label, line) for label, line in record.get("lines") or [])
+                    if self._capture:
+                        self._held.hold(host, polled)
+                    else:
+                        lines.extend(polled)
                 progress = record.get("progress") or {}
                 if record.get("last") or not isinstance(progress, dict):
                     continue  # the call's result follows, and counts
@@ -343,6 +356,10 @@ class CallbackModule(DefaultCallbackModule):
 
     # ------------------------------------------------------------------ banners
 
+    def v2_playbook_on_start(self, playbook: Any) -> None:
+        warn_if_untested_core(self._display)
+        super().v2_playbook_on_start(playbook)
+
     def v2_playbook_on_play_start(self, play: Any) -> None:
         if self._mode == "quiet":
             self._play = play
@@ -413,6 +430,7 @@ class CallbackModule(DefaultCallbackModule):
         else:
             with self._lock:
                 info.progress.host_done(result.host.get_name(), failed=True)
+                self._emit(self._held.release(result.host.get_name()))
         if ignore_errors and info.plumbing and self._mode == "quiet":
             pass
         elif is_round:
@@ -427,6 +445,7 @@ class CallbackModule(DefaultCallbackModule):
     def v2_runner_on_unreachable(self, result: Any) -> None:
         with self._lock:
             self._task_for(result.task).progress.host_done(result.host.get_name(), failed=True)
+            self._emit(self._held.release(result.host.get_name()))
         with self._banner_forced():
             super().v2_runner_on_unreachable(result)
         self._tick()
@@ -475,6 +494,8 @@ class CallbackModule(DefaultCallbackModule):
 
     def v2_playbook_on_stats(self, stats: Any) -> None:
         self._shutdown()
+        with self._lock:
+            self._emit(self._held.release_all())  # a host whose call wrote lines but never returned: late, not lost
         super().v2_playbook_on_stats(stats)
 
     # ------------------------------------------------------------------ log_poll
@@ -489,9 +510,10 @@ class CallbackModule(DefaultCallbackModule):
         now = time.monotonic()
         fleet = bool(result.result.get("fleet"))
         with self._lock:
-            self._drain_spool()  # this host's lines up to this result, and the other hosts' so far
+            self._drain_spool()  # this host's lines up to this result, and (not under runner) the other hosts' so far
             lines: list[str] = []
             for host, res in host_results(result.host.get_name(), result.result):
+                lines.extend(self._held.release(host))
                 # a fleet's result is every host's: each host's own state says whether it is done
                 host_final = bool(res.get("finished")) if fleet else final
                 host_failed = bool(res.get("failed")) if fleet else failed

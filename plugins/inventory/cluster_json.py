@@ -56,6 +56,10 @@ description:
   - "Errors in a YAML source raise a parser error (fatal with C([inventory] any_unparsed_is_failed = true)).
     An invalid cluster file given directly is reported as an error and yields no hosts: raising would
     only let the builtin C(yaml) plugin, which also reads C(.json), turn the file into meaningless groups."
+  - "When Ansible is configured to treat an unparsed inventory as fatal (C([inventory] unparsed_is_failed) or
+    C(any_unparsed_is_failed); AWX's inventory sync sets E(ANSIBLE_INVENTORY_UNPARSED_FAILED)), an invalid
+    cluster file given directly ends the command instead: the error is printed and the exit status is 4, that of
+    a parser error (C(ansible-inventory --list) fails, and so does AWX's sync)."
 notes:
   - C(ansible-inventory --list) prints all host variables, C(ansible_password) included. Prefer SSH keys,
     or keep the password out of the file (for example in an Ansible Vault encrypted C(group_vars) file).
@@ -136,6 +140,7 @@ import os
 import re
 from typing import Any, Optional
 
+from ansible import constants as C
 from ansible.errors import AnsibleParserError
 from ansible.module_utils.common.text.converters import to_text
 from ansible.plugins.inventory import BaseInventoryPlugin, Constructable
@@ -156,6 +161,8 @@ _YAML_EXTENSIONS = (".yml", ".yaml")
 _JSON_EXTENSIONS = (".json",)
 # Cluster files are small; never read a big file only to decline it.
 _MAX_BYTES = 8 * 1024 * 1024
+# ansible's exit status for an AnsibleParserError (ExitCode.PARSER_ERROR)
+_PARSER_ERROR_STATUS = 4
 
 
 def _read_text(path: str) -> Optional[str]:
@@ -167,6 +174,17 @@ def _read_text(path: str) -> Optional[str]:
             return handle.read()
     except (OSError, UnicodeDecodeError):
         return None
+
+
+def unparsed_is_fatal() -> bool:
+    """Whether Ansible's configuration makes an inventory source that cannot be parsed fatal.
+
+    ``[inventory] unparsed_is_failed`` (env ANSIBLE_INVENTORY_UNPARSED_FAILED, set by AWX's inventory sync) or
+    ``any_unparsed_is_failed`` (env ANSIBLE_INVENTORY_ANY_UNPARSED_IS_FAILED).
+    """
+    return bool(
+        getattr(C, "INVENTORY_UNPARSED_IS_FAILED", False) or getattr(C, "INVENTORY_ANY_UNPARSED_IS_FAILED", False)
+    )
 
 
 def _looks_like_cluster_json(path: str) -> bool:
@@ -205,6 +223,11 @@ class InventoryModule(BaseInventoryPlugin, Constructable):
             # (which also takes .json) would "parse" the file into junk groups and hide this message.
             # Report it and leave the source empty instead (the playbooks' first play fails the run with it).
             self.display.error(str(exc))
+            if unparsed_is_fatal():
+                # ...unless an unparsed source must be fatal (AWX's inventory sync): the junk groups would count as
+                # parsed and the sync succeed. Ansible catches every Exception a plugin raises and tries the next
+                # plugin, so the command ends here, with the status Ansible gives a parser error.
+                raise SystemExit(_PARSER_ERROR_STATUS) from None
             return
 
         for message in result["warnings"]:

@@ -10,9 +10,10 @@ author: cvs.cluster developers (@cvs-cluster)
 version_added: "0.2.0"
 short_description: The errors of the CVS cluster files among the inventory sources
 description:
-  - Ansible goes on with an empty inventory when a source cannot be parsed (unless C([inventory]
-    any_unparsed_is_failed) is set), so a broken cluster file would let a playbook "succeed" having done nothing.
-    The collection's playbooks call this lookup in their first play and fail the run with its messages.
+  - Ansible goes on with an empty inventory when a source cannot be parsed, so a broken cluster file would let a
+    playbook "succeed" having done nothing. The collection's playbooks call this lookup in their first play and fail
+    the run with its messages. (With C([inventory] unparsed_is_failed) or C(any_unparsed_is_failed) set, as in an
+    AWX inventory sync, the M(cvs.cluster.cluster_json) inventory plugin ends the command itself, before any play.)
   - Each term is an inventory source (usually C(ansible_inventory_sources)). Every source the
     M(cvs.cluster.cluster_json) inventory plugin accepts (a cluster file given directly, or a C(.cvs.yml) source)
     is read again with the plugin's own validation; each error is returned as one message naming the file, the

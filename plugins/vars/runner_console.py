@@ -17,6 +17,8 @@ description:
   - Enabled in that same C(ansible.cfg), this plugin hands the configured C(stdout_callback) (for example
     C(cvs.cluster.cvs)) to the wrapper before the callbacks load. It does nothing outside ansible-runner, when the
     environment already names a callback, and it returns no variables.
+  - It also warns, as early as a run can, when the running ansible-core is not a release the collection is tested
+    with, naming the release found and the tested ones.
 options:
   stage:
     ini:
@@ -42,14 +44,17 @@ from typing import Any
 
 from ansible import constants as C
 from ansible.plugins.vars import BaseVarsPlugin
+from ansible.utils.display import Display
 
+from ansible_collections.cvs.cluster.plugins.plugin_utils._common.core_version import warn_if_untested_core
 from ansible_collections.cvs.cluster.plugins.plugin_utils._console.runner import wrapped_callback
 
 # Vars plugins are imported right after the inventory is read, before ansible-playbook loads its callbacks:
-# the only point of this plugin is this import-time hand-over.
+# the point of this plugin is this import-time hand-over, and the earliest word on an untested ansible-core.
 _wanted = wrapped_callback(os.environ, getattr(C, "CONFIG_FILE", None))
 if _wanted:
     os.environ["ORIGINAL_STDOUT_CALLBACK"] = _wanted
+warn_if_untested_core(Display())
 
 
 class VarsModule(BaseVarsPlugin):

@@ -386,6 +386,37 @@ class TaskProgress:
         return f"{frame} {self.name} | {self.counts()} | {errors} | {self.elapsed(now)}"
 
 
+class HostLines:
+    """Polled log lines kept per host until an event of that host shows them (under ansible-runner).
+
+    Runner files whatever is displayed during a callback under that callback's event, and AWX shows an event under
+    its host: a host's lines displayed while another host's result is handled, or from the ticker thread (an event
+    of no host), would be shown under the wrong node or under none.
+    """
+
+    def __init__(self) -> None:
+        self._lines: dict[str, list[str]] = {}
+
+    def __bool__(self) -> bool:
+        return bool(self._lines)
+
+    def hold(self, host: str, lines: Iterable[str]) -> None:
+        """Keep ``lines`` (in order) for ``host``."""
+        lines = list(lines)
+        if lines:
+            self._lines.setdefault(host, []).extend(lines)
+
+    def release(self, host: str) -> list[str]:
+        """``host``'s lines held so far, in order; they are no longer held."""
+        return self._lines.pop(host, [])
+
+    def release_all(self) -> list[str]:
+        """Every host's lines, host by host in the order the hosts first had lines."""
+        lines = [line for held in self._lines.values() for line in held]
+        self._lines.clear()
+        return lines
+
+
 class Heartbeat:
     """When the next heartbeat line is due: every ``interval`` seconds after a task starts."""
 

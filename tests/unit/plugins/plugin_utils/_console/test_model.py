@@ -9,6 +9,7 @@ import pytest
 from ansible_collections.cvs.cluster.plugins.plugin_utils._console.model import (
     CLEAR_TO_EOL,
     Heartbeat,
+    HostLines,
     TaskProgress,
     capture_reason,
     failure_lines,
@@ -344,3 +345,30 @@ def test_heartbeat_zero_is_off() -> None:
     beat = Heartbeat(0)
     beat.start(0.0)
     assert not beat.enabled and not beat.due(1e9)
+
+
+# --------------------------------------------------------------------------- lines held for their host's event
+
+
+def test_held_lines_are_released_only_for_their_host_in_order() -> None:
+    held = HostLines()
+    held.hold("a", ["[a:a] seq 00001", "[a:a] seq 00002"])
+    held.hold("c", ["[c:c] seq 00001"])
+    held.hold("a", ["[a:a] seq 00003"])
+    assert held.release("c") == ["[c:c] seq 00001"]
+    assert held.release("c") == []  # released once
+    assert held.release("b") == []
+    assert held.release("a") == ["[a:a] seq 00001", "[a:a] seq 00002", "[a:a] seq 00003"]
+    assert not held
+
+
+def test_held_lines_release_all_keeps_each_host_together_and_nothing_empty_is_held() -> None:
+    held = HostLines()
+    held.hold("b", [])
+    assert not held
+    held.hold("b", iter(["[b] 1"]))  # a generator is taken whole
+    held.hold("a", ["[a] 1"])
+    held.hold("b", ["[b] 2"])
+    assert held
+    assert held.release_all() == ["[b] 1", "[b] 2", "[a] 1"]
+    assert not held and held.release_all() == []
