@@ -1,55 +1,36 @@
 # Copyright: cvs.cluster contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Controller side of cvs.cluster.log_poll: one call is one or more poll rounds for one host.
+"""Controller side of cvs.cluster.log_poll: one call is one or more poll rounds for one host (or, with
+``fleet: true``, for every host of the batch).
 
 Polled with ``until: result.finished``. This plugin holds what needs Ansible: the arguments and task vars, the
-transport to the node's reader (a reader kept on the node between rounds, else one ssh exec per read) and
-save_dir. What a round decides is the round engine's (plugin_utils/_log_poll/engine.py); what crosses the wire is
-the reader protocol's (plugin_utils/_log_poll/protocol.py); state between rounds lives in files on the controller
-(plugin_utils/_log_poll/state.py) so the per-host worker processes can decide completion together.
+connections, and the result. What a round decides is the round engine's (plugin_utils/_log_poll/engine.py); how a
+read reaches a node's reader, kept between rounds or one-shot, is the transport's (plugin_utils/_log_poll/
+transport.py); what crosses the wire is the reader protocol's (plugin_utils/_log_poll/protocol.py); state between
+rounds lives in files on the controller (plugin_utils/_log_poll/state.py) so the per-host worker processes can
+decide completion together.
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import os
-import resource
-import threading
-import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ansible import constants as C
 from ansible import context
-from ansible.errors import AnsibleActionFail, AnsibleConnectionFailure
+from ansible.errors import AnsibleActionFail
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.parsing.mod_args import ModuleArgsParser
 from ansible.plugins.action import ActionBase
-from ansible.plugins.loader import connection_loader
-from ansible.utils.display import Display
 
 from ansible_collections.cvs.cluster.plugins.module_utils._log_poll_spec import ARGUMENT_SPEC
-from ansible_collections.cvs.cluster.plugins.plugin_utils._common.paths import path_component
 from ansible_collections.cvs.cluster.plugins.plugin_utils._log_poll.engine import RoundEngine, arm, drain
 from ansible_collections.cvs.cluster.plugins.plugin_utils._log_poll.fleet import FleetPoll
-from ansible_collections.cvs.cluster.plugins.plugin_utils._log_poll.protocol import (
-    END_OF_REPLY,
-    parse_reply,
-    reader_command,
-    reader_program,
-    reply_problem,
-    request_literal,
-    serve_program,
-)
-from ansible_collections.cvs.cluster.plugins.plugin_utils._log_poll.scan import POLICIES, LogPollError, LogSpec
-from ansible_collections.cvs.cluster.plugins.plugin_utils._log_poll.session import (
-    SERVE_BOOTSTRAP,
-    ReaderSession,
-    collect_replies,
-    kept_session_argv,
-    node_interpreter,
-)
+from ansible_collections.cvs.cluster.plugins.plugin_utils._log_poll.save_dir import SaveDir
+from ansible_collections.cvs.cluster.plugins.plugin_utils._log_poll.scan import POLICIES, LogPollError
+from ansible_collections.cvs.cluster.plugins.plugin_utils._log_poll.session import node_interpreter
 from ansible_collections.cvs.cluster.plugins.plugin_utils._log_poll.settings import (
     PollSettings,
     RunFacts,
@@ -67,150 +48,12 @@ from ansible_collections.cvs.cluster.plugins.plugin_utils._log_poll.state import
     playbook_run_key,
     playbook_run_started,
 )
-
-display = Display()
-
-# Readers kept between rounds, per (host, task) of this worker process: `until` retries of a task run in the
-# worker that ran its first try, so the next round finds the session here.
-_SESSIONS: dict[tuple[str, str], ReaderSession] = {}
-# how often a worker checks that its ansible-playbook is still there (see _watch_parent)
-PARENT_CHECK = 0.5
-_WATCHDOG_PID: int | None = None
-
-
-def _watch_parent() -> None:
-    """End this worker (and its kept readers) within a second of its ansible-playbook going away.
-
-    Ansible's workers call setsid(), so a SIGKILL of the playbook's process group (ansible-runner's and AWX's
-    cancel) does not reach them, and a worker in an `until` loop would poll on until its timeout. A daemon
-    thread per worker process notices that the parent changed and exits the process.
-    """
-    global _WATCHDOG_PID
-    if os.getpid() == _WATCHDOG_PID:
-        return
-    _WATCHDOG_PID = os.getpid()
-    parent = os.getppid()
-
-    def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(PARENT_CHECK)
-        for session in list(_SESSIONS.values()):
-            session.kill()
-        os._exit(1)
-
-    threading.Thread(target=watch, name="cvs-log-poll-parent", daemon=True).start()
-
-
-def checked_reply(host: str, reply: dict, logs: int) -> tuple[dict | None, str | None]:
-    problem = reply_problem(host, reply, logs)
-    return (None, problem) if problem else (reply, None)
-
-
-def host_connection(action: ActionBase, variables: dict, templar: Any) -> Any:
-    """A connection to another host of the play, set up from its variables as Ansible's task executor does."""
-    task = action._task
-    play_context = action._play_context.set_task_and_variable_override(task=task, variables=variables, templar=templar)
-    conn_type = templar.template(variables["ansible_connection"]) if "ansible_connection" in variables else None
-    conn_type = conn_type or play_context.connection or task.connection or "ssh"
-    connection = connection_loader.get(
-        conn_type, play_context, new_stdin=None, task_uuid=task._uuid, ansible_playbook_pid=str(os.getppid())
-    )
-    if connection is None:
-        raise AnsibleActionFail(f"the connection plugin {conn_type!r} was not found")
-    connection.set_become_plugin(None)
-    task_keys = task.dump_attrs()
-    task_keys["timeout"] = play_context.timeout
-    task_keys.pop("retries", None)
-    connection.set_options(task_keys=task_keys, var_options=connection._resolve_option_variables(variables, templar))
-    shell = connection._shell
-    shell_vars = C.config.get_plugin_vars("shell", shell._load_name)
-    shell.set_options(
-        task_keys=task_keys, var_options={k: templar.template(variables[k]) for k in shell_vars if k in variables}
-    )
-    return connection
-
-
-class NodeReaders:
-    """A fleet's way to its hosts' readers: one kept on each host (started on first use), else one-shot reads."""
-
-    def __init__(self, action: ActionModule, task_vars: dict, settings: dict[str, PollSettings]) -> None:
-        self._action = action
-        self._hostvars = task_vars["hostvars"]
-        self._settings = settings
-        self._links: dict[str, tuple[Any, str]] = {}
-        self._one_shot_only: set[str] = set()
-        self._task = "fleet:" + str(action._task._uuid)
-        _allow_descriptors(4 * len(settings) + 256)
-
-    def _link(self, host: str) -> tuple[Any, str]:
-        link = self._links.get(host)
-        if link is None:
-            variables = self._hostvars.raw_get(host)
-            templar = self._action._templar.copy_with_new_env(available_variables=variables)
-            link = self._links[host] = (host_connection(self._action, variables, templar),
-                                        node_interpreter(variables, templar))  # fmt: skip
-        return link
-
-    def _session(self, host: str) -> ReaderSession | None:
-        key = (host, self._task)
-        session = _SESSIONS.get(key)
-        if session is not None and session.alive and session.pid == os.getpid():
-            return session
-        if not self._settings[host].keep_reader or host in self._one_shot_only:
-            return None
-        connection, interpreter = self._link(host)
-        argv, why = kept_session_argv(connection, reader_command(interpreter, 0, SERVE_BOOTSTRAP))
-        if argv is None:
-            display.vvv(f"log_poll: no reader kept on the node ({why}); reading one-shot", host=host)
-            self._one_shot_only.add(host)
-            return None
-        session = _SESSIONS[key] = ReaderSession(argv, serve_program(), END_OF_REPLY)
-        return session
-
-    def read_all(self, requests: dict[str, dict]) -> dict[str, tuple[dict | None, str | None]]:
-        sent: dict[str, ReaderSession] = {}
-        requests = {h: dict(r, cmd_timeout=self._settings[h].cmd_timeout) for h, r in requests.items()}
-        for host, request in requests.items():
-            try:
-                session = self._session(host)
-            except Exception as exc:  # the kept reader is an optimisation: never fail a round over it
-                display.vvv(f"log_poll: kept reader failed ({exc!r}); reading one-shot", host=host)
-                session = None
-            if session is not None and session.send(request_literal(request).encode("ascii")):
-                sent[host] = session
-        timeout = max((self._settings[h].cmd_timeout or 3600 for h in sent), default=0) + 5
-        texts = collect_replies(sent, timeout) if sent else {}
-        replies: dict[str, tuple[dict | None, str | None]] = {}
-        for host, request in requests.items():
-            text = texts.get(host)
-            reply = parse_reply(text) if text is not None else None
-            if reply is not None:
-                replies[host] = checked_reply(host, reply, len(self._settings[host].logs))
-                continue
-            if host in sent:
-                _SESSIONS.pop((host, self._task), None)
-                if sent[host].timed_out:  # a one-shot read would hang as long again
-                    timeout_s = self._settings[host].cmd_timeout
-                    replies[host] = (None, f"{host}: remote read killed after cmd_timeout ({timeout_s}s)")
-                    continue
-            replies[host] = self._one_shot(host, request)
-        return replies
-
-    def read(self, host: str, request: dict) -> tuple[dict | None, str | None]:
-        return self.read_all({host: request})[host]
-
-    def _one_shot(self, host: str, request: dict) -> tuple[dict | None, str | None]:
-        try:
-            connection, interpreter = self._link(host)
-        except Exception as exc:
-            return None, f"{host}: connection failed: {exc}"
-        return self._action.one_shot_read(host, connection, interpreter, request, len(self._settings[host].logs))
-
-    def close(self) -> None:
-        for host in self._settings:
-            session = _SESSIONS.pop((host, self._task), None)
-            if session is not None:
-                session.close()
+from ansible_collections.cvs.cluster.plugins.plugin_utils._log_poll.transport import (
+    NodeReaders,
+    Reply,
+    play_host_link,
+    watch_parent,
+)
 
 
 class HostArgs:
@@ -260,16 +103,6 @@ class HostArgs:
         return validated.validated_parameters
 
 
-def _allow_descriptors(needed: int) -> None:
-    """Raise this worker's open-file limit towards ``needed`` (each kept reader holds two pipes), up to the hard
-    limit; a reader that cannot be started then is read one-shot instead."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft != resource.RLIM_INFINITY and soft < needed:
-        target = needed if hard == resource.RLIM_INFINITY else min(needed, hard)
-        with contextlib.suppress(ValueError, OSError):
-            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
-
-
 @dataclass
 class _Fleet:
     poll: FleetPoll
@@ -287,28 +120,6 @@ def _close_fleet(key: tuple[str, str]) -> None:
         fleet.readers.close()
 
 
-class SaveDir:
-    """save_dir: every byte read, per host and log (``<save_dir>/<host>/<label>.log``)."""
-
-    def __init__(self, save_dir: str | None, host: str, logs: list[LogSpec]) -> None:
-        # one directory per host, whatever its name holds ('/', '..', 253-character FQDNs with a suffix)
-        self._paths = {
-            s.label: os.path.join(save_dir, path_component(host), path_component(s.label + ".log")) for s in logs
-        } if save_dir else {}  # fmt: skip
-
-    def reset(self) -> None:
-        for path in self._paths.values():
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            with open(path, "wb"):
-                pass
-
-    def append(self, label: str, raw: bytes) -> None:
-        path = self._paths.get(label)
-        if path:
-            with open(path, "ab") as fh:
-                fh.write(raw)
-
-
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
     _VALID_ARGS = frozenset(ARGUMENT_SPEC)
@@ -320,8 +131,8 @@ class ActionModule(ActionBase):
         result = super().run(tmp, task_vars)
         del tmp
         self._host = task_vars.get("inventory_hostname", "?")
-        self._task_vars_cache = task_vars
-        _watch_parent()
+        self._task_vars = task_vars
+        watch_parent()
         try:
             _validation, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
             self._settings = settings = poll_settings(args, self._run_facts(task_vars, args["fleet"]))
@@ -329,22 +140,47 @@ class ActionModule(ActionBase):
             # finished=True so that `until: x.finished` ends at once on bad input
             result.update(failed=True, finished=True, msg=f"log_poll: {exc}")
             return result
+        if args.get("fleet"):
+            result = self._fleet(result, args, task_vars)
+            if result.get("finished") or result.get("failed"):
+                _close_fleet(self._fleet_key(task_vars))
+            return result
+        self._readers = NodeReaders(str(self._task._uuid), {self._host: settings}, self._own_link, self._exec)
         try:
-            if args.get("fleet"):
-                result = self._fleet(result, args, task_vars)
-            elif settings.start == "arm":
+            if settings.start == "arm":
                 result.update(arm(settings, self._read))
             elif settings.start == "drain":
                 result.update(drain(settings, self._read, SaveDir(args.get("save_dir"), self._host, settings.logs)))
             else:
                 result = self._poll(result, args, task_vars, settings)
         finally:
-            if args.get("fleet"):
-                if result.get("finished") or result.get("failed"):
-                    _close_fleet(self._fleet_key(task_vars))
-            elif settings.start in ("arm", "drain") or result.get("finished") or result.get("failed"):
-                self._close_kept_reader()
+            if settings.start in ("arm", "drain") or result.get("finished") or result.get("failed"):
+                self._readers.close()
         return result
+
+    def _read(self, request: dict) -> Reply:
+        """This host's read of a round (see transport.NodeReaders)."""
+        return self._readers.read(self._host, request)
+
+    def _own_link(self, _host: str) -> tuple[Any, str]:
+        return self._connection, node_interpreter(self._task_vars, self._templar)
+
+    def _exec(self, connection: Any, cmd: str, in_data: bytes) -> Mapping[str, Any]:
+        """Run ``cmd`` through ``connection`` (this host's, or another host's in a fleet) with Ansible's own exec."""
+        # The play's shell, named explicitly: for the default one Ansible appends `; sleep 0`, a work-around for a
+        # Linux kernel race fixed in 2016 (ansible/ansible#13876; ansible-core drops it in #86420) that costs
+        # every round a fork and an exec of sleep on the node.
+        own, self._connection = self._connection, connection
+        try:
+            return self._low_level_execute_command(
+                cmd, in_data=in_data, sudoable=True, executable=self._play_context.executable
+            )
+        finally:
+            self._connection = own
+
+    def _loop_item(self, task_vars: dict) -> Any:
+        looping = self._task.loop is not None or bool(getattr(self._task, "loop_with", None))
+        return task_vars.get(task_vars.get("ansible_loop_var", "item")) if looping else None
 
     def _run_facts(self, task_vars: dict, fleet: bool, host: str | None = None) -> RunFacts:
         batch = list(task_vars.get("ansible_play_batch") or [self._host])
@@ -364,10 +200,7 @@ class ActionModule(ActionBase):
     # ---- fleet: one task polls every host of the batch ----------------------------------------
 
     def _fleet_key(self, task_vars: dict) -> tuple[str, str]:
-        loop_var = task_vars.get("ansible_loop_var", "item")
-        looping = self._task.loop is not None or bool(getattr(self._task, "loop_with", None))
-        item = task_vars.get(loop_var) if looping else None
-        return (str(self._task._uuid), digest(item, playbook_run_key()))
+        return (str(self._task._uuid), digest(self._loop_item(task_vars), playbook_run_key()))
 
     def _fleet(self, result: dict, args: dict, task_vars: dict) -> dict:
         key = self._fleet_key(task_vars)
@@ -386,9 +219,8 @@ class ActionModule(ActionBase):
         host_args = HostArgs(self, task_vars)
         settings = {h: poll_settings(host_args.of(h, args), self._run_facts(task_vars, True, h)) for h in hosts}
         store = MemoryStore()
-        readers = NodeReaders(self, task_vars, settings)
-        wants_lines = os.environ.get(SPOOL_LINES_ENV) == "1"
-        directory = spool_dir(os.environ, os.getppid())
+        link = play_host_link(self._task, self._play_context, self._templar, task_vars["hostvars"])
+        readers = NodeReaders("fleet:" + str(self._task._uuid), settings, link, self._exec)
         engines = {
             h: RoundEngine(
                 settings[h],
@@ -399,7 +231,7 @@ class ActionModule(ActionBase):
             )
             for h in hosts
         }
-        spools = {h: SpoolWriter(directory, h, str(self._task._uuid), wants_lines) for h in hosts}
+        spools = {h: self._spool(h) for h in hosts}
         poll = FleetPoll(
             engines,
             readers,
@@ -411,97 +243,16 @@ class ActionModule(ActionBase):
         return _Fleet(poll, readers, os.getpid())
 
     def _poll(self, result: dict, args: dict, task_vars: dict, settings: PollSettings) -> dict:
-        loop_var = task_vars.get("ansible_loop_var", "item")
-        looping = self._task.loop is not None or bool(getattr(self._task, "loop_with", None))
-        item = task_vars.get(loop_var) if looping else None
-        task_key = args.get("state_key") or digest(self._task._uuid, item)
+        task_key = args.get("state_key") or digest(self._task._uuid, self._loop_item(task_vars))
         store = StateStore(args["state_dir"], playbook_run_key(), task_key)
         sink = SaveDir(args.get("save_dir"), self._host, settings.logs)
         engine = RoundEngine(settings, store, self._read, sink=sink, run_started=playbook_run_started)
-        wants_lines = os.environ.get(SPOOL_LINES_ENV) == "1"
-        spool = SpoolWriter(spool_dir(os.environ, os.getppid()), self._host, str(self._task._uuid), wants_lines)
-        return engine.call(result, spool)
+        return engine.call(result, self._spool(self._host))
 
-    # ---- transport -------------------------------------------------------------------------
-
-    def _read(self, request: dict) -> tuple[dict | None, str | None]:
-        """Run the reader on the node: (reply, None) or (None, transport error).
-
-        Through the reader this poll keeps on the node when it can (keep_reader), else, or when that session
-        fails, through one ssh exec of a one-shot reader, which also reports the transport error.
-        """
-        timeout = self._settings.cmd_timeout
-        request = dict(request, cmd_timeout=timeout)
-        if self._settings.keep_reader:
-            kept = self._kept_read(request, timeout)
-            if kept is not None:
-                return kept
-        interpreter = node_interpreter(self._task_vars_cache, self._templar)
-        return self.one_shot_read(self._host, self._connection, interpreter, request, len(self._settings.logs))
-
-    def one_shot_read(
-        self, host: str, connection: Any, interpreter: str, request: dict, logs: int
-    ) -> tuple[dict | None, str | None]:
-        """One ssh exec of a one-shot reader on ``host`` through ``connection`` (which reports transport errors)."""
-        timeout = request.get("cmd_timeout") or 0
-        cmd = reader_command(interpreter, timeout)
-        # The play's shell, named explicitly: for the default one Ansible appends `; sleep 0`, a work-around for a
-        # Linux kernel race fixed in 2016 (ansible/ansible#13876; ansible-core drops it in #86420) that costs
-        # every round a fork and an exec of sleep on the node.
-        executable = self._play_context.executable
-        own, self._connection = self._connection, connection
-        try:
-            res = self._low_level_execute_command(
-                cmd, in_data=reader_program(request), sudoable=True, executable=executable
-            )
-        except AnsibleConnectionFailure as exc:
-            return None, f"{host}: connection failed: {exc}"
-        finally:
-            self._connection = own
-        stdout = res.get("stdout", "")
-        if res.get("rc") == 137 and timeout:
-            return None, f"{host}: remote read killed after cmd_timeout ({timeout}s)"
-        reply = parse_reply(stdout)
-        if reply is None:
-            detail = (res.get("stderr") or stdout or "").strip()[-500:]
-            return None, f"{host}: reader returned rc={res.get('rc')} and no reply: {detail}"
-        return checked_reply(host, reply, logs)
-
-    def _checked(self, reply: dict) -> tuple[dict | None, str | None]:
-        return checked_reply(self._host, reply, len(self._settings.logs))
-
-    def _session_key(self) -> tuple[str, str]:
-        return (self._host, self._task._uuid)
-
-    def _kept_read(self, request: dict, timeout: int) -> tuple[dict | None, str | None] | None:
-        """The round through the reader kept on the node (started on first use); None to read one-shot instead."""
-        key = self._session_key()
-        session = _SESSIONS.get(key)
-        try:
-            if session is None or not session.alive or session.pid != os.getpid():
-                remote = reader_command(node_interpreter(self._task_vars_cache, self._templar), 0, SERVE_BOOTSTRAP)
-                argv = kept_session_argv(self._connection, remote)[0]
-                if argv is None:
-                    return None
-                session = _SESSIONS[key] = ReaderSession(argv, serve_program(), END_OF_REPLY)
-            text = session.exchange(request_literal(request).encode("ascii"), (timeout or 3600) + 5)
-        except Exception as exc:  # the kept reader is an optimisation: never fail a round over it
-            display.vvv(f"log_poll: kept reader failed ({exc!r}); reading one-shot", host=self._host)
-            self._close_kept_reader()
-            return None
-        reply = parse_reply(text) if text is not None else None
-        if reply is not None:
-            return self._checked(reply)
-        timed_out = session.timed_out
-        self._close_kept_reader()
-        if timed_out:  # a one-shot read would hang as long again
-            return None, f"{self._host}: remote read killed after cmd_timeout ({timeout}s)"
-        return None
-
-    def _close_kept_reader(self) -> None:
-        session = _SESSIONS.pop(self._session_key(), None)
-        if session is not None:
-            session.close()
+    def _spool(self, host: str) -> SpoolWriter:
+        """The console spool of ``host``'s lines and progress (when a cvs console started this run)."""
+        lines = os.environ.get(SPOOL_LINES_ENV) == "1"
+        return SpoolWriter(spool_dir(os.environ, os.getppid()), host, str(self._task._uuid), lines)
 
 
 __all__ = ["ARGUMENT_SPEC", "POLICIES", "ActionModule"]

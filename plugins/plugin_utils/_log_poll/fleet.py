@@ -5,10 +5,11 @@
 The per-host form runs one Ansible worker per host, and each round of each host pays for Ansible's task machinery
 (a result through the queue, the callbacks, the next retry). A fleet pays for it once per call: one round sends
 every host's request to the reader kept on that host, waits for the replies together, then lets each host's
-:class:`~._log_poll_engine.RoundEngine` decide as it would alone. The group's state is in memory
-(:class:`~._log_poll_state.MemoryStore`), so a host that fails is seen by every other host in the same round.
+:class:`~.engine.RoundEngine` decide as it would alone. The group's state is in memory
+(:class:`~.state.MemoryStore`), so a host that fails is seen by every other host in the same round.
 
-What reaches the nodes is injected (:class:`FleetReader`); unit tests drive a fleet with fake readers and clocks.
+What reaches the nodes is injected (:class:`FleetReader`, in a run :class:`~.transport.NodeReaders`); unit tests
+drive a fleet with fake readers and clocks.
 """
 
 from __future__ import annotations

@@ -34,6 +34,7 @@ class ReaderSession:
     def __init__(self, argv: Sequence[bytes | str], program: bytes, end_of_reply: str) -> None:
         self._end = b"\n" + end_of_reply.encode("ascii") + b"\n"
         self._buffer = bytearray()
+        self._searched = 0  # how much of the buffer holds no end line (a reply of megabytes comes in many reads)
         # its own session: a Ctrl-C at the terminal reaches ansible-playbook, which then ends this process itself
         self._proc: subprocess.Popen[bytes] | None = subprocess.Popen(
             list(argv),
@@ -62,7 +63,7 @@ class ReaderSession:
         return True
 
     def send(self, request: bytes) -> bool:
-        """Send one request without waiting for its reply (see :func:`collect_replies`); False closed the session."""
+        """Send one request; :func:`collect_replies` waits for its reply. False: the session broke (and is closed)."""
         if not self.alive or not self._send(request):
             self.close()
             return False
@@ -74,11 +75,14 @@ class ReaderSession:
 
     def take_reply(self) -> str | None:
         """A whole reply already read into the buffer (its text without the end line), or None."""
-        found = self._buffer.find(self._end)
+        # a reply is never empty and always ends in a newline, so the end line follows one
+        found = self._buffer.find(self._end, max(0, self._searched - len(self._end)))
         if found < 0:
+            self._searched = len(self._buffer)
             return None
         reply = bytes(self._buffer[: found + 1])
         del self._buffer[: found + len(self._end)]
+        self._searched = 0
         return reply.decode("utf-8", "replace")
 
     def read_available(self) -> bool:
@@ -90,45 +94,6 @@ class ReaderSession:
             return False
         self._buffer += chunk
         return True
-
-    def exchange(self, request: bytes, timeout: float) -> str | None:
-        """Send one request; the reply's text without its end line, or None (and the session closed).
-
-        ``timed_out`` tells a reply that did not come within ``timeout`` seconds from a session that broke.
-        """
-        if not self.send(request):
-            return None
-        if self._proc is None or self._proc.stdout is None:
-            return None
-        fd = self._proc.stdout.fileno()
-        deadline = time.monotonic() + timeout
-        # not select.select(): a worker of a run with many forks inherits enough descriptors that ours is >= 1024
-        with selectors.DefaultSelector() as selector:
-            selector.register(fd, selectors.EVENT_READ)
-            return self._read_reply(selector, fd, deadline)
-
-    def _read_reply(self, selector: selectors.BaseSelector, fd: int, deadline: float) -> str | None:
-        searched = 0
-        while True:
-            # a reply is never empty and always ends in a newline, so the end line follows one
-            found = self._buffer.find(self._end, max(0, searched - len(self._end)))
-            if found >= 0:
-                reply = bytes(self._buffer[: found + 1])
-                del self._buffer[: found + len(self._end)]
-                return reply.decode("utf-8", "replace")
-            searched = len(self._buffer)
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                self.timed_out = True
-                self.close()
-                return None
-            if not selector.select(remaining):
-                continue
-            chunk = os.read(fd, _READ_SIZE)
-            if not chunk:
-                self.close()
-                return None
-            self._buffer += chunk
 
     def kill(self) -> None:
         """End the session at once (the worker is going away): the node's reader sees its stdin close."""
@@ -170,6 +135,7 @@ def collect_replies(sessions: Mapping[Any, ReaderSession], timeout: float) -> di
         else:
             waiting[fd] = (key, session)
     deadline = time.monotonic() + timeout
+    # not select.select(): a worker of a run with many forks inherits enough descriptors that ours is >= 1024
     with selectors.DefaultSelector() as selector:
         for fd in waiting:
             selector.register(fd, selectors.EVENT_READ)

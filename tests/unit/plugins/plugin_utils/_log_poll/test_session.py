@@ -14,7 +14,11 @@ from ansible_collections.cvs.cluster.plugins.plugin_utils._log_poll.protocol imp
     reader_source,
     request_literal,
 )
-from ansible_collections.cvs.cluster.plugins.plugin_utils._log_poll.session import SERVE_BOOTSTRAP, ReaderSession
+from ansible_collections.cvs.cluster.plugins.plugin_utils._log_poll.session import (
+    SERVE_BOOTSTRAP,
+    ReaderSession,
+    collect_replies,
+)
 
 PROGRAM = (reader_source() + "\nserve()\n").encode("ascii")
 
@@ -23,12 +27,19 @@ def local_session(bootstrap: str = SERVE_BOOTSTRAP, program: bytes = PROGRAM) ->
     return ReaderSession([sys.executable, "-S", "-c", bootstrap], program, END_OF_REPLY)
 
 
+def exchange(session: ReaderSession, request: bytes, timeout: float) -> str | None:
+    """One request and its reply, as the transport sends them (a fleet sends many before it collects)."""
+    if not session.send(request):
+        return None
+    return collect_replies({"host": session}, timeout)["host"]
+
+
 def request(path: Path) -> bytes:
     return request_with(path, {"offset": None})
 
 
-def request_with(path: Path, cursor: dict) -> bytes:
-    return request_literal({"logs": [{**cursor, "path": str(path)}], "max_bytes": 65536,
+def request_with(path: Path, cursor: dict, max_bytes: int = 65536) -> bytes:
+    return request_literal({"logs": [{**cursor, "path": str(path)}], "max_bytes": max_bytes,
                             "start": "beginning", "cmd_timeout": 10}).encode("ascii")  # fmt: skip
 
 
@@ -37,7 +48,7 @@ def test_rounds_over_one_session_deliver_each_line_once(tmp_path: Path) -> None:
     log.write_bytes(b"one\ntwo\nhalf")
     session = local_session()
     try:
-        first = parse_reply(session.exchange(request(log), 10) or "")
+        first = parse_reply(exchange(session, request(log), 10) or "")
         assert first is not None
         (state,) = first["logs"]
         assert b"".join(base64.b64decode(c) for c in state["chunks"]) == b"one\ntwo\n"
@@ -45,7 +56,7 @@ def test_rounds_over_one_session_deliver_each_line_once(tmp_path: Path) -> None:
         with log.open("ab") as fh:
             fh.write(b"-line\nthree\n")
         cursor = {k: v for k, v in state.items() if k in ("offset", "dev", "ino", "head_len", "head_hash")}
-        second = parse_reply(session.exchange(request_with(log, cursor), 10) or "")
+        second = parse_reply(exchange(session, request_with(log, cursor), 10) or "")
         assert second is not None
         assert b"".join(base64.b64decode(c) for c in second["logs"][0]["chunks"]) == b"half-line\nthree\n"
         assert session._proc is not None and session._proc.pid == pid  # the same reader answered both
@@ -57,7 +68,7 @@ def test_rounds_over_one_session_deliver_each_line_once(tmp_path: Path) -> None:
 def test_a_reader_that_dies_closes_the_session(tmp_path: Path) -> None:
     session = local_session(program=b"import sys\nsys.exit(3)\n")
     try:
-        assert session.exchange(request(tmp_path / "x.log"), 5) is None
+        assert exchange(session, request(tmp_path / "x.log"), 5) is None
         assert not session.alive and not session.timed_out
     finally:
         session.close()
@@ -68,7 +79,7 @@ def test_a_reply_that_never_ends_times_out(tmp_path: Path) -> None:
                                     b"time.sleep(60)\n")  # fmt: skip
     started = time.monotonic()
     try:
-        assert session.exchange(request(tmp_path / "x.log"), 1) is None
+        assert exchange(session, request(tmp_path / "x.log"), 1) is None
         assert session.timed_out and not session.alive
         assert time.monotonic() - started < 10
     finally:
@@ -97,10 +108,39 @@ def test_descriptors_above_1024_work(tmp_path: Path) -> None:
     try:
         assert session._proc is not None and session._proc.stdout is not None
         assert session._proc.stdout.fileno() >= 1024
-        reply = parse_reply(session.exchange(request(log), 10) or "")
+        reply = parse_reply(exchange(session, request(log), 10) or "")
         assert reply is not None and reply["logs"][0]["offset"] == 5
     finally:
         session.close()
         for fd in held:
             os.close(fd)
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def test_a_reply_of_megabytes_read_in_many_pieces_is_whole(tmp_path: Path) -> None:
+    """The end line is looked for in what came since the last look, also across the boundary of two reads."""
+    log = tmp_path / "job.log"
+    body = b"".join(b"%07d %s\n" % (n, b"x" * 92) for n in range(30000))  # 3 MB, several pipe reads
+    log.write_bytes(body)
+    session = local_session()
+    try:
+        for _ in range(2):  # the second reply comes after the first in the same buffer's life
+            reply = parse_reply(exchange(session, request_with(log, {"offset": None}, 4 * 1024 * 1024), 30) or "")
+            assert reply is not None
+            assert b"".join(base64.b64decode(c) for c in reply["logs"][0]["chunks"]) == body
+    finally:
+        session.close()
+
+
+def test_an_end_line_split_between_two_reads_is_found(tmp_path: Path) -> None:
+    split = len(END_OF_REPLY) // 2
+    program = (
+        "import sys, time\n"
+        f"sys.stdout.write('reply\\n{END_OF_REPLY[:split]}'); sys.stdout.flush(); time.sleep(0.3)\n"
+        f"sys.stdout.write('{END_OF_REPLY[split:]}\\n'); sys.stdout.flush(); time.sleep(30)\n"
+    ).encode("ascii")
+    session = local_session(program=program)
+    try:
+        assert exchange(session, request(tmp_path / "x.log"), 10) == "reply\n"
+    finally:
+        session.close()
