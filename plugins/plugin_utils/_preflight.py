@@ -8,16 +8,23 @@ model and count) differs from what most nodes have, when it does not have the GP
 clock is off, a run directory lacks space, a required binary is missing, the kernel log holds GPU/RAS/PCIe errors
 or an RDMA port is not active. Each problem is one sentence naming the node, the fact and both values.
 
+The fact ``gpu_model`` (a key of the check record and of results.json) is the GPUs' market name as amd-smi
+prints it ("AMD Instinct MI300X"); the expectation against it is ``gpu_market_name`` (text it must contain). RVS's
+configuration folder ("MI300X") is another thing, named in plugin_utils/_rvs/detect.py.
+
 Pure logic, no Ansible imports.
 """
 
 from __future__ import annotations
 
-import json
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any, Optional
+
+from ansible_collections.cvs.cluster.plugins.plugin_utils._amd_smi import gpu_field, gpu_items
+from ansible_collections.cvs.cluster.plugins.plugin_utils._node_probe import probe_failure
+from ansible_collections.cvs.cluster.plugins.plugin_utils._rvs.detect import rvs_version_text
 
 #: facts that must be equal on every node, in the order problems are listed
 UNIFORM_FACTS = (
@@ -32,7 +39,7 @@ UNIFORM_FACTS = (
 )
 EXPECT_KEYS = {
     "gpu_count",
-    "gpu_model",
+    "gpu_market_name",
     "max_clock_skew",
     "min_free_mb",
     "uniform",
@@ -40,37 +47,10 @@ EXPECT_KEYS = {
 }
 _ROCM = re.compile(r"ROCm version:\s*([^\s|]+)", re.IGNORECASE)
 _TOOL = re.compile(r"AMDSMI Tool:\s*([^\s|]+)", re.IGNORECASE)
-_VERSION = re.compile(r"(\d+\.\d+(?:\.\d+)?(?:[-+.~][0-9A-Za-z.]+)?)")
 
 
 class PreflightError(ValueError):
     """Settings the judge cannot use (the message names the key)."""
-
-
-def _decode_json(text: Any) -> Any:
-    """The first JSON value in a command's output (amd-smi may print warnings before it), or None."""
-    if not isinstance(text, str):
-        return text
-    decoder = json.JSONDecoder()
-    for start in [i for i, ch in enumerate(text) if ch in "[{"][:20]:
-        try:
-            return decoder.raw_decode(text, start)[0]
-        except ValueError:
-            continue
-    return None
-
-
-def gpu_items(data: Any) -> Optional[list[dict[str, Any]]]:
-    """The per-GPU objects of ``amd-smi static --json`` (a list, ``{"gpu_data": [...]}`` or one object)."""
-    data = _decode_json(data)
-    if isinstance(data, Mapping):
-        for key in ("gpu_data", "gpus", "data"):
-            if isinstance(data.get(key), list):
-                return [d for d in data[key] if isinstance(d, Mapping)]
-        return [dict(data)] if "gpu" in data or "asic" in data else None
-    if isinstance(data, list):
-        return [dict(d) for d in data if isinstance(d, Mapping)]
-    return None
 
 
 def _one(values: Sequence[Any]) -> Any:
@@ -116,13 +96,12 @@ def node_facts(probe: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
             problems.append("the GPU list (amd-smi static) is not the JSON amd-smi prints")
         else:
             facts["gpus"] = len(gpus)
-            facts["gpu_model"] = _one([(g.get("asic") or {}).get("market_name") for g in gpus])
-            facts["driver_version"] = _one([(g.get("driver") or {}).get("version") for g in gpus])
-            facts["vbios_version"] = _one([(g.get("vbios") or {}).get("version") for g in gpus])
+            facts["gpu_model"] = _one([gpu_field(g, "asic", "market_name") for g in gpus])
+            facts["driver_version"] = _one([gpu_field(g, "driver", "version") for g in gpus])
+            facts["vbios_version"] = _one([gpu_field(g, "vbios", "version") for g in gpus])
     rvs = output("rvs_version", "the RVS version")
     if rvs is not None:
-        m = _VERSION.search(rvs)
-        facts["rvs_version"] = m.group(1) if m else _first_line(rvs)
+        facts["rvs_version"] = rvs_version_text(rvs) or _first_line(rvs)
     return facts, problems
 
 
@@ -156,7 +135,7 @@ def check_expect(expect: Any) -> dict[str, Any]:
     if bad:
         raise PreflightError(f"uniform: unknown fact(s) {', '.join(bad)}; known: {', '.join(UNIFORM_FACTS)}")
     out["uniform"] = [f for f in UNIFORM_FACTS if f in set(map(str, uniform))]
-    out["gpu_model"] = str(out["gpu_model"]) if out.get("gpu_model") else None
+    out["gpu_market_name"] = str(out["gpu_market_name"]) if out.get("gpu_market_name") else None
     out["require_kernel_log"] = bool(out.get("require_kernel_log", False))
     return out
 
@@ -203,7 +182,8 @@ def uniformity_problems(facts: Mapping[str, Mapping[str, Any]], keys: Sequence[s
 
 
 def judge(probes: Mapping[str, Any], expect: Any) -> dict[str, dict[str, Any]]:
-    """Per node: ``{status, reason, problems, notes, facts, metrics}``.
+    """Per node: ``{status, reason, problems, notes, lines, facts, metrics}`` (``lines``: the problems, then the
+    notes as ``note: ...``, as the check record shows them).
 
     ``probes`` maps node to ``{probe, sent, returned}`` (the module's result and the controller's clock around
     the call); a node whose probe failed is an ERROR naming the module's message."""
@@ -215,9 +195,10 @@ def judge(probes: Mapping[str, Any], expect: Any) -> dict[str, dict[str, Any]]:
     errors: dict[str, str] = {}
     for node, entry in probes.items():
         entry = entry if isinstance(entry, Mapping) else {}
-        probe = entry.get("probe") if isinstance(entry.get("probe"), Mapping) else None
-        if probe is None or probe.get("failed") or probe.get("unreachable") or "commands" not in probe:
-            errors[node] = str((probe or {}).get("msg") or "the node could not be probed")
+        probe = entry.get("probe")
+        failure = probe_failure(probe, "commands")
+        if failure is not None:
+            errors[node] = failure
             continue
         node_f, read_problems = node_facts(probe)
         facts[node], problems[node], notes[node], metrics[node] = node_f, read_problems, [], []
@@ -232,6 +213,7 @@ def judge(probes: Mapping[str, Any], expect: Any) -> dict[str, dict[str, Any]]:
                 "reason": f"{node}: preflight could not probe the node: {errors[node]}",
                 "problems": [errors[node]],
                 "notes": [],
+                "lines": [errors[node]],
                 "facts": {},
                 "metrics": [],
             }
@@ -242,6 +224,7 @@ def judge(probes: Mapping[str, Any], expect: Any) -> dict[str, dict[str, Any]]:
             "reason": f"{node}: " + "; ".join(bad) if bad else f"all preflight checks passed on {node}",
             "problems": bad,
             "notes": notes[node],
+            "lines": bad + [f"note: {note}" for note in notes[node]],
             "facts": {k: v for k, v in facts[node].items() if v is not None},
             "metrics": metrics[node],
         }
@@ -257,7 +240,7 @@ def _node_checks(
     notes: list[str],
     metrics: list[dict[str, Any]],
 ) -> None:
-    want_count, want_model = settings["gpu_count"], settings["gpu_model"]
+    want_count, want_market_name = settings["gpu_count"], settings["gpu_market_name"]
     if want_count is not None:
         have = facts.get("gpus")
         metrics.append(_metric("gpus", have, "GPUs", {"equals": want_count}, have == want_count))
@@ -265,8 +248,9 @@ def _node_checks(
             problems.append(f"{have} GPU(s) found, the inventory expects {want_count}")
         elif have is None:
             problems.append(f"the GPU count could not be read (the inventory expects {want_count})")
-    if want_model and facts.get("gpu_model") and want_model.lower() not in str(facts["gpu_model"]).lower():
-        problems.append(f"GPU model is {facts['gpu_model']}, the inventory expects {want_model}")
+    market_name = facts.get("gpu_model")
+    if want_market_name and market_name and want_market_name.lower() not in str(market_name).lower():
+        problems.append(f"GPU model is {market_name}, the inventory expects {want_market_name}")
     skew = clock_skew(probe.get("time"), entry.get("sent"), entry.get("returned"))
     limit = settings["max_clock_skew"]
     if skew is not None and limit is not None:

@@ -188,3 +188,83 @@ def summary_rows(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
         }
         for r in rows
     ]
+
+
+# ---- the suite: its tests, each test's verdict from its mpirun job, the node's record ------------------------
+
+_TEST_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+class RcclSettingsError(ValueError):
+    """A test of rccl_tests that cannot run (the message names it)."""
+
+
+def check_tests(tests: Any) -> list[dict[str, Any]]:
+    """``rccl_tests`` checked: each a mapping with a binary ``name``, ``args`` (as text), ``thresholds`` (checked
+    here, judged later) and an optional ``timeout``."""
+    if isinstance(tests, (str, bytes, Mapping)) or not isinstance(tests, Sequence):
+        raise RcclSettingsError(f"rccl_tests must be a list of tests, got {tests!r}")
+    out = []
+    for test in tests:
+        name = test.get("name", "") if isinstance(test, Mapping) else ""
+        if not isinstance(name, str) or not _TEST_NAME.fullmatch(name):
+            shown = name if isinstance(test, Mapping) and "name" in test else "?"
+            raise RcclSettingsError(
+                f"rccl_tests: '{shown}' must name an rccl-tests binary (letters, digits, '.', '_', '-')"
+            )
+        args = test.get("args") or []
+        if isinstance(args, (str, bytes, Mapping)) or not isinstance(args, Sequence):
+            raise RcclSettingsError(f"rccl_tests: {name}: args must be a list, got {args!r}")
+        try:
+            thresholds(test.get("thresholds"))
+        except ValueError as exc:
+            raise RcclSettingsError(f"rccl_tests: {name}: {exc}") from exc
+        entry: dict[str, Any] = {
+            "name": name,
+            "args": [str(a) for a in args],
+            "thresholds": test.get("thresholds") or {},
+        }
+        if test.get("timeout") not in (None, ""):
+            entry["timeout"] = test["timeout"]
+        out.append(entry)
+    return out
+
+
+def judge_test(test: Mapping[str, Any], job: Mapping[str, Any], rank0: str, in_place: bool) -> dict[str, Any]:
+    """One test's entry of the record: rank 0's table judged when its mpirun job passed, else the job's reason."""
+    name = str(test["name"])
+    table = judge(rank0, name, test.get("thresholds"), in_place)
+    passed = job.get("status") == "PASS"
+    return {
+        "name": name,
+        "status": table["status"] if passed else "FAIL",
+        "reason": table["reason"] if passed else f"{name}: {job.get('reason')}",
+        "metrics": table["metrics"],
+        "lines": table["lines"] if passed else ([job["error_line"]] if job.get("error_line") else []),
+        "table": summary_rows(table["rows"]),
+        "avg_busbw": table["avg_busbw"],
+        "failed_node": job.get("failed_node"),
+        "mpi": dict(job),
+    }
+
+
+def suite_record(results: Sequence[Mapping[str, Any]], error: Optional[str], started: Any) -> dict[str, Any]:
+    """The node's rccl check record (the same on every node: a collective passes or fails as a whole).
+
+    ``error`` is why the suite stopped (a test that could not start, a failed task), None when every test ran."""
+    bad = [r for r in results if r["status"] != "PASS"]
+    if error is not None:
+        status, reason = "ERROR", error
+    else:
+        status, reason = (
+            ("FAIL", "; ".join(r["reason"] for r in bad)) if bad else ("PASS", "; ".join(r["reason"] for r in results))
+        )
+    return {
+        "status": status,
+        "reason": reason,
+        "metrics": [m for r in results for m in r["metrics"]],
+        "lines": [line for r in results for line in r["lines"]],
+        "failed_node": next((r["failed_node"] for r in results if r.get("failed_node")), None),
+        "tests": [dict(r) for r in results],
+        "started": started,
+    }

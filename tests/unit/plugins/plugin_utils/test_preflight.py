@@ -8,10 +8,11 @@ from typing import Any
 
 import pytest
 
+from ansible_collections.cvs.cluster.plugins.filter.preflight import preflight_verdicts
+from ansible_collections.cvs.cluster.plugins.plugin_utils._amd_smi import gpu_items
 from ansible_collections.cvs.cluster.plugins.plugin_utils._preflight import (
     PreflightError,
     clock_skew,
-    gpu_items,
     judge,
     node_facts,
     uniformity_problems,
@@ -212,3 +213,49 @@ def test_gpus_with_different_models_show_both() -> None:
     p["commands"]["amd_smi_static"]["stdout"] = json.dumps([_gpu(0), _gpu(1, model="AMD Instinct MI325X")])
     facts, _ = node_facts(p)
     assert facts["gpu_model"] == "AMD Instinct MI300X / AMD Instinct MI325X"
+
+
+def test_the_gpus_market_name_must_contain_the_expected_text() -> None:
+    probes = {"n1": entry(probe()), "n2": entry(probe())}
+    assert judge(probes, {"gpu_market_name": "mi300x"})["n1"]["status"] == "PASS"
+    v = judge(probes, {"gpu_market_name": "MI355X"})["n1"]
+    assert v["problems"] == ["GPU model is AMD Instinct MI300X, the inventory expects MI355X"]
+    with pytest.raises(PreflightError, match=r"unknown expectation\(s\) gpu_model; known: gpu_count, gpu_market_name"):
+        judge(probes, {"gpu_model": "MI300X"})
+
+
+def test_the_record_lines_are_the_problems_then_the_notes() -> None:
+    log = {"readable": False, "problem": "/dev/kmsg: no kernel log in this namespace", "matches": [], "matched": 0}
+    v = judge({"n1": entry(probe(kernel_log=log, binaries={"mpirun": None}))}, {})["n1"]
+    assert v["lines"] == [
+        "required binaries not found: mpirun",
+        "note: kernel log not checked: /dev/kmsg: no kernel log in this namespace",
+    ]
+    down = judge({"n1": entry({"unreachable": True, "msg": "ssh: refused"})}, {})["n1"]
+    assert (
+        down["lines"] == ["ssh: refused"] and down["reason"] == "n1: preflight could not probe the node: ssh: refused"
+    )
+
+
+def test_the_verdicts_filter_judges_the_hosts_that_were_probed_by_node() -> None:
+    hosts = [
+        {"inventory_hostname": "h1", "cvs_node": "n1", "_preflight_probe": probe()},
+        {"inventory_hostname": "h2", "cvs_node": "n2", "_preflight_probe": probe(time=2000.0)},
+        {"inventory_hostname": "h3", "cvs_node": "n3"},
+    ]
+    verdicts = preflight_verdicts(hosts, {"max_clock_skew": 5}, 1000.0, 1001.0, "2026-12-07T00:00:00Z")
+    assert sorted(verdicts) == ["n1", "n2"] and verdicts["n1"]["status"] == "PASS"
+    assert verdicts["n2"]["problems"] == ["clock is +999.0 s off the controller's (limit 5 s)"]
+    assert verdicts["n1"]["started"] == "2026-12-07T00:00:00Z"
+
+
+def test_an_amd_smi_version_or_rvs_version_that_cannot_be_read_is_named() -> None:
+    p = probe()
+    p["commands"]["rvs_version"] = {"rc": 127, "stdout": "", "stderr": "rvs: error while loading shared libraries\n"}
+    p["commands"]["amd_smi_static"]["stdout"] = "amd-smi: no GPU found"
+    facts, problems = node_facts(p)
+    assert problems == [
+        "the GPU list (amd-smi static) is not the JSON amd-smi prints",
+        "the RVS version could not be read (exit 127: rvs: error while loading shared libraries)",
+    ]
+    assert "rvs_version" not in facts and "gpus" not in facts

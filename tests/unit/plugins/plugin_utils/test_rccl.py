@@ -1,10 +1,19 @@
-"""rccl-tests output read and judged (plugin_utils/_rccl.py)."""
+"""rccl-tests output read and judged, the suite's tests checked and its record (plugin_utils/_rccl.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from ansible_collections.cvs.cluster.plugins.plugin_utils._rccl import judge, parse, size_bytes, summary_rows
+from ansible_collections.cvs.cluster.plugins.plugin_utils._rccl import (
+    RcclSettingsError,
+    check_tests,
+    judge,
+    judge_test,
+    parse,
+    size_bytes,
+    suite_record,
+    summary_rows,
+)
 from ansible_collections.cvs.cluster.plugins.plugin_utils._report.check_record import SCHEMA, validate
 
 # an all_reduce_perf run as rccl-tests prints it (rank 0), two nodes x 8 GPUs
@@ -84,3 +93,73 @@ def test_a_bad_threshold_is_named() -> None:
         judge(OUTPUT, "all_reduce_perf", {"1Q": 3})
     with pytest.raises(ValueError, match="threshold 1M: 'fast'"):
         judge(OUTPUT, "all_reduce_perf", {"1M": "fast"})
+
+
+# ---------------------------------------------------------------- the suite: tests, per-test verdict, record
+
+
+@pytest.mark.parametrize(
+    ("tests", "message"),
+    [
+        ([{"name": "all_reduce_perf; rm -rf /"}], "rccl_tests: 'all_reduce_perf; rm -rf /' must name an rccl-tests binary (letters, digits, '.', '_', '-')"),  # noqa: E501
+        ([{"args": ["-b", "8"]}], "rccl_tests: '?' must name an rccl-tests binary (letters, digits, '.', '_', '-')"),
+        (["all_reduce_perf"], "rccl_tests: '?' must name an rccl-tests binary"),
+        ([{"name": "all_reduce_perf", "thresholds": {"1Q": 3}}], "rccl_tests: all_reduce_perf: threshold 1Q: 3:"),
+        ([{"name": "all_reduce_perf", "args": "-b 8"}], "rccl_tests: all_reduce_perf: args must be a list"),
+        ("all_reduce_perf", "rccl_tests must be a list of tests"),
+    ],
+)  # fmt: skip
+def test_a_test_that_cannot_run_is_named(tests: object, message: str) -> None:
+    with pytest.raises(RcclSettingsError) as err:
+        check_tests(tests)
+    assert str(err.value).startswith(message)
+
+
+def test_tests_are_normalised() -> None:
+    assert check_tests([{"name": "all_reduce_perf", "args": ["-b", 8], "timeout": 60}]) == [
+        {"name": "all_reduce_perf", "args": ["-b", "8"], "thresholds": {}, "timeout": 60}
+    ]
+
+
+def _job(status: str = "PASS", **over: object) -> dict:
+    return {"name": "rccl-all_reduce_perf", "status": status, "reason": "mpirun rccl-all_reduce_perf: 6 ranks exited 0",
+            "failed_node": None, "error_line": None, **over}  # fmt: skip
+
+
+def test_a_test_whose_job_passed_is_judged_from_rank_0s_table() -> None:
+    entry = judge_test({"name": "all_reduce_perf", "thresholds": {"128M": 300}}, _job(), OUTPUT, False)
+    assert entry["status"] == "FAIL" and entry["table"][-1]["busbw"] == 190.26 and entry["mpi"]["status"] == "PASS"
+    assert entry["reason"] == "all_reduce_perf: bus bandwidth 190.26 GB/s at 134217728 B is below 300.00 GB/s"
+    assert entry["lines"] == [entry["reason"].split(": ", 1)[1]] and entry["avg_busbw"] == 70.06
+
+
+def test_a_test_whose_job_failed_takes_the_jobs_reason_and_error_line() -> None:
+    line = "cvs-mpi: rank 2 on node3 exited with status 3"
+    job = _job("FAIL", reason="rank 2 on node3 exited with status 3 (first to fail); every rank was stopped",
+               failed_node="node3", error_line=line)  # fmt: skip
+    entry = judge_test({"name": "all_reduce_perf"}, job, OUTPUT.split("  1048576")[0], False)
+    assert entry["status"] == "FAIL" and entry["failed_node"] == "node3" and entry["lines"] == [line]
+    assert (
+        entry["reason"]
+        == "all_reduce_perf: rank 2 on node3 exited with status 3 (first to fail); every rank was stopped"
+    )
+    assert len(entry["table"]) == 1 and entry["avg_busbw"] is None
+
+
+def test_the_record_passes_when_every_test_passed_and_else_names_the_failed_ones() -> None:
+    passed = judge_test({"name": "all_reduce_perf"}, _job(), OUTPUT, False)
+    failed = judge_test({"name": "all_reduce_perf"}, _job("FAIL", reason="x", failed_node="node2"), "", False)
+    ok = suite_record([passed, passed], None, "2026-12-07T00:00:00Z")
+    assert ok["status"] == "PASS" and ok["reason"] == f"{passed['reason']}; {passed['reason']}"
+    assert ok["started"] == "2026-12-07T00:00:00Z" and len(ok["metrics"]) == 2 and ok["failed_node"] is None
+    bad = suite_record([passed, failed], None, None)
+    assert bad["status"] == "FAIL" and bad["reason"] == "all_reduce_perf: x" and bad["failed_node"] == "node2"
+    rec = validate({"schema": SCHEMA, "check": "rccl", "node": "n1", **bad})
+    assert [t["name"] for t in rec["tests"]] == ["all_reduce_perf", "all_reduce_perf"]
+
+
+def test_a_suite_that_stopped_is_an_error_keeping_the_tests_that_ran() -> None:
+    passed = judge_test({"name": "all_reduce_perf"}, _job(), OUTPUT, False)
+    why = "cvs.cluster.mpi rccl-all_gather_perf cannot start: node2: mpirun not found (mpirun, setting mpi_mpirun)"
+    rec = suite_record([passed], why, None)
+    assert rec["status"] == "ERROR" and rec["reason"] == why and len(rec["tests"]) == 1

@@ -10,6 +10,7 @@ from ansible_collections.cvs.cluster.plugins.plugin_utils._rvs.detect import (
     gpu_config_folder,
     parse_rvs_version,
     rvs_version_supports_levels,
+    rvs_version_text,
 )
 from ansible_collections.cvs.cluster.tests.unit.plugins.plugin_utils.rvs_samples import AMD_SMI_BIN, CONF, run_stand_in
 
@@ -39,6 +40,26 @@ def test_parse_rvs_version():
     assert parse_rvs_version("ROCm Validation Suite version 1.1.0") == (1, 1, 0)
     assert parse_rvs_version("1.3") == (1, 3, 0)
     assert parse_rvs_version("none") is None
+
+
+@pytest.mark.parametrize(
+    ("text", "version"),
+    [
+        ("1.3.0\n", "1.3.0"),
+        ("1.3.0.60400", "1.3.0.60400"),
+        ("\nROCm Validation Suite (version 1.6.75)\n", "1.6.75"),
+        ("rvs 2024.1 build, version 1.2.0-rc1", "1.2.0-rc1"),
+        ("no version here", None),
+        (None, None),
+    ],
+)
+def test_the_version_as_printed_is_the_one_levels_are_decided_on(text, version):
+    """Preflight compares this text across nodes; the RVS run's level gate reads the same match."""
+    assert rvs_version_text(text) == version
+    parsed = parse_rvs_version(text)
+    assert (parsed is None) == (version is None)
+    if version:
+        assert version.startswith(".".join(map(str, parsed[:2])))
 
 
 # ---------------------------------------------------------------- GPU config folder
