@@ -13,6 +13,8 @@ import random
 from pathlib import Path
 from typing import Any, Mapping, Optional
 
+from ansible_collections.cvs.cluster.plugins.plugin_utils._maxtext.metrics import parse_steps
+from ansible_collections.cvs.cluster.plugins.plugin_utils._metrics.fleet import series_from_steps
 from ansible_collections.cvs.cluster.plugins.plugin_utils._report.check_record import SCHEMA
 from ansible_collections.cvs.cluster.plugins.plugin_utils._rvs.record import check_rows
 
@@ -120,9 +122,14 @@ def synth_found(
 
 
 def write_run(
-    run_dir: Path, found: Mapping[str, Mapping[str, Any]], slow: Optional[Mapping[str, float]] = None
+    run_dir: Path,
+    found: Mapping[str, Mapping[str, Any]],
+    slow: Optional[Mapping[str, float]] = None,
+    with_series: bool = True,
 ) -> None:
-    """Check files (and a MaxText log per node, referenced by ``log``) under ``run_dir`` like a real run."""
+    """Check files under ``run_dir`` like a real run: a MaxText record carries its step ``series`` (the report's
+    plots) and references a copy of its log (``log``); ``with_series=False`` leaves out the series a record
+    does not have already."""
     slow = slow or {}
     for node, per in found.items():
         d = run_dir / "checks" / node
@@ -131,6 +138,9 @@ def write_run(
             if check == "maxtext" and isinstance(raw, dict):
                 log = run_dir / "logs" / node / "training.log"
                 log.parent.mkdir(parents=True, exist_ok=True)
-                log.write_text(maxtext_log(node, slow.get(node, 1.0)))
+                text = maxtext_log(node, slow.get(node, 1.0))
+                log.write_text(text)
                 raw = {**raw, "log": str(log)}
+                if with_series and "series" not in raw:
+                    raw["series"] = series_from_steps(parse_steps(text))
             (d / f"{check}.json").write_text(json.dumps(raw))

@@ -1,4 +1,4 @@
-"""Fleet comparison of a run (controller only, pure logic apart from :func:`load_series`).
+"""Fleet comparison of a run and the data of its plots (controller only, pure logic).
 
 A node can pass every threshold and still be the slow one. This module
 compares each node's metrics with the fleet: per metric the median over the
@@ -26,12 +26,11 @@ infinite values, a median of 0) is said in ``not_compared``, never raised.
 from __future__ import annotations
 
 import math
-import os
 import re
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
-from ansible_collections.cvs.cluster.plugins.plugin_utils._maxtext.metrics import parse_steps
 from ansible_collections.cvs.cluster.plugins.plugin_utils._report import format as fmt
+from ansible_collections.cvs.cluster.plugins.plugin_utils._report.check_record import is_series
 
 DEFAULT_TOLERANCE = 0.05
 FACTS_EQUAL = ("rocm_version", "rvs_version", "gpu_model", "gpus", "kernel")
@@ -344,7 +343,8 @@ def _round(v: Any) -> Any:
 
 def series_from_steps(steps: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """{step: [...], loss: [...], seconds: [...]} (parallel lists, at most MAX_POINTS, 5 significant digits,
-    non-finite values as None) from parsed MaxText step lines. Compact because it goes into results.json."""
+    non-finite values as None) from step rows ``{step, loss, seconds}`` (a training role's parsed log lines).
+    Compact because it goes into the check record (``series``) and results.json."""
     rows = [
         [s.get("step"), _round(s.get("loss")), _round(s.get("seconds"))]
         for s in steps
@@ -387,26 +387,16 @@ def rvs_gpus(found: Mapping[str, Mapping[str, Any]], check: str = "rvs") -> dict
     return out
 
 
-def load_series(record: Mapping[str, Any], max_bytes: int = 64 << 20) -> Dict[str, Any]:
-    """{node: {check: series}} from the controller-side copies of the training logs (``log`` in a check record).
-
-    The only I/O here: reads files the run itself wrote; an unreadable or oversized log is left out.
-    """
+def load_series(record: Mapping[str, Any], found: Mapping[str, Mapping[str, Any]]) -> Dict[str, Any]:
+    """{node: {check: series}} of the step series the check records carry (``series``, see check_record.py), for
+    every check of the run record that has one with at least one step. Reads the records only."""
     out: Dict[str, Any] = {}
     for node, row in (record.get("nodes") or {}).items():
-        for check, rec in (row.get("checks") or {}).items():
-            path = rec.get("log")
-            if not isinstance(path, str) or not os.path.isfile(path):
-                continue
-            try:
-                if os.path.getsize(path) > max_bytes:
-                    continue
-                with open(path, encoding="utf-8", errors="replace") as fh:
-                    series = series_from_steps(parse_steps(fh.read()))
-            except OSError:
-                continue
-            if series["step"]:
-                out.setdefault(node, {})[check] = series
+        for check in row.get("checks") or {}:
+            raw = (found.get(node) or {}).get(check)
+            series = raw.get("series") if isinstance(raw, Mapping) else None
+            if is_series(series) and series.get("step"):
+                out.setdefault(node, {})[check] = {k: list(v) for k, v in series.items()}
     return out
 
 
@@ -415,5 +405,5 @@ def extend(
 ) -> dict[str, Any]:
     """The hook of write_report: fleet comparison (:func:`annotate`) and plot data (``record["plots"]``)."""
     annotate(record, found, options)
-    record["plots"] = {"series": load_series(record), "rvs_gpus": rvs_gpus(found)}
+    record["plots"] = {"series": load_series(record, found), "rvs_gpus": rvs_gpus(found)}
     return record

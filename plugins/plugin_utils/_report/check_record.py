@@ -21,6 +21,8 @@ Written by ``cvs.cluster.check_result`` (rvs, maxtext and every suite of docs/ex
 ``facts``      node facts the check learned (``rvs_version``, ``gpu_model``, ...): name to scalar
 ``scheduler``  the workload manager's view, or null: ``{type, job_id, job_name, steps}``, each step
                ``{id, name, state, exit_code, nodes}`` (the Slurm backend)
+``series``     a training's step series for the report's plots, or null: ``{step: [int ...], loss: [...],
+               seconds: [...]}``, parallel lists, the values numbers or null (MaxText; at most 60 points)
 =============  ========================================================================================
 
 Only ``schema``, ``check``, ``node``, ``status`` and ``reason`` are required. Any other key is the check's own
@@ -108,6 +110,30 @@ def _scheduler(value: Any) -> None:
             raise CheckRecordError(f"scheduler.steps[{index}]", "must be a mapping with string 'id' and 'state'")
 
 
+def _number_or_null(value: Any) -> bool:
+    return value is None or (isinstance(value, (int, float)) and not isinstance(value, bool))
+
+
+def series_problem(value: Any) -> str | None:
+    """Why ``value`` is not a step series (see ``series`` above); None when it is one."""
+    if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
+        return "must be null or a mapping of names to lists"
+    steps = value.get("step")
+    if not isinstance(steps, list) or not all(isinstance(x, int) and not isinstance(x, bool) for x in steps):
+        return "step must be a list of integers"
+    for key, values in value.items():
+        if not isinstance(values, list) or not all(_number_or_null(x) for x in values):
+            return f"{key} must be a list of numbers or nulls"
+        if len(values) != len(steps):
+            return f"{key} has {len(values)} values for {len(steps)} steps"
+    return None
+
+
+def is_series(value: Any) -> bool:
+    """Whether ``value`` is a step series the report can plot."""
+    return value is not None and series_problem(value) is None
+
+
 def validate(record: Any, *, check: str | None = None, node: str | None = None) -> dict[str, Any]:
     """The record, checked against the schema (a copy; metric rows completed with their optional keys).
 
@@ -150,4 +176,8 @@ def validate(record: Any, *, check: str | None = None, node: str | None = None) 
     ):
         raise CheckRecordError("facts", "must map fact names to strings, numbers, booleans or null")
     _scheduler(record.get("scheduler"))
+    if record.get("series") is not None:
+        problem = series_problem(record["series"])
+        if problem:
+            raise CheckRecordError("series", problem)
     return out

@@ -9,9 +9,10 @@ from typing import Any
 
 import pytest
 
+from ansible_collections.cvs.cluster.plugins.plugin_utils._maxtext.metrics import parse_steps
 from ansible_collections.cvs.cluster.plugins.plugin_utils._metrics import fleet as _fleet
 from ansible_collections.cvs.cluster.plugins.plugin_utils._report.record import aggregate, stats, write_report
-from ansible_collections.cvs.cluster.tests.support.report_synth import synth_found, write_run
+from ansible_collections.cvs.cluster.tests.support.report_synth import maxtext_log, synth_found, write_run
 
 CHECKS = ["rvs", "maxtext"]
 
@@ -152,8 +153,15 @@ def test_only_one_node_with_a_metric_and_zero_median() -> None:
     assert fleet["outliers"] == []
 
 
+def _with_series(found: dict[str, Any], slow: dict[str, float]) -> dict[str, Any]:
+    """The MaxText records with the step series the maxtext role puts in them."""
+    for node, per in found.items():
+        per["maxtext"]["series"] = _fleet.series_from_steps(parse_steps(maxtext_log(node, slow.get(node, 1.0))))
+    return found
+
+
 def test_write_report_adds_fleet_and_plot_data(tmp_path: Path) -> None:
-    found = synth_found(3, slow={2: 1.15}, fail_rvs={1: 2})
+    found = _with_series(synth_found(3, slow={2: 1.15}, fail_rvs={1: 2}), {"node003": 1.15})
     write_run(tmp_path / "r1", found, slow={"node003": 1.15})
     rec = write_report(str(tmp_path), "r1", CHECKS, {})
     data = json.loads((tmp_path / "r1" / "results.json").read_text())
@@ -165,6 +173,28 @@ def test_write_report_adds_fleet_and_plot_data(tmp_path: Path) -> None:
     assert rec["files"]["html"].endswith("report.html")
     with pytest.raises(ValueError, match="tolerance"):
         write_report(str(tmp_path), "r1", CHECKS, {}, fleet={"tolerance": "x"})
+
+
+def test_plot_series_come_from_the_records_never_from_the_logs(tmp_path: Path) -> None:
+    found = synth_found(2)
+    found["node001"]["maxtext"]["series"] = {"step": [0, 1, 2], "loss": [3.0, 2.0, None], "seconds": [9.0, 1.0, 1.0]}
+    write_run(tmp_path / "r1", found, with_series=False)  # a log for both nodes, named in ``log``
+    write_report(str(tmp_path), "r1", CHECKS, {})
+    data = json.loads((tmp_path / "r1" / "results.json").read_text())
+    assert data["plots"]["series"] == {
+        "node001": {"maxtext": {"step": [0, 1, 2], "loss": [3.0, 2.0, None], "seconds": [9.0, 1.0, 1.0]}}
+    }  # node000 has a log but no series: nothing is drawn for it
+
+
+def test_load_series_skips_empty_malformed_and_unknown_checks() -> None:
+    found: dict[str, Any] = {
+        "a": {"maxtext": {"series": {"step": [], "loss": [], "seconds": []}}},
+        "b": {"maxtext": {"series": {"step": [0, 1], "loss": [1.0]}}},
+        "c": {"maxtext": "not JSON"},
+        "d": {"maxtext": {"series": {"step": [5], "loss": [1.5]}}, "other": {"series": {"step": [1]}}},
+    }
+    record = {"nodes": {n: {"checks": {"maxtext": {}}} for n in found}}
+    assert _fleet.load_series(record, found) == {"d": {"maxtext": {"step": [5], "loss": [1.5]}}}
 
 
 def test_series_compact_thinned_and_non_finite_as_none() -> None:

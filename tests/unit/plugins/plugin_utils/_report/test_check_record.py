@@ -26,6 +26,8 @@ def test_a_minimal_record_is_valid_and_metric_rows_get_their_optional_keys() -> 
     assert out["own"] == {"kept": True}  # a check's own keys are kept
     step = {"id": "7.0", "name": "cvs-x", "state": "COMPLETED", "exit_code": 0, "nodes": ["n1"]}
     assert validate(record(scheduler={"type": "slurm", "job_id": "7", "steps": [step]}))["scheduler"]["steps"] == [step]
+    series = {"step": [0, 1], "loss": [2.5, None], "seconds": [1, 0.5]}
+    assert validate(record(series=series))["series"] == series and validate(record(series=None))["series"] is None
 
 
 @pytest.mark.parametrize(
@@ -49,6 +51,11 @@ def test_a_minimal_record_is_valid_and_metric_rows_get_their_optional_keys() -> 
         ({"scheduler": {"job_id": 7}}, "scheduler", "a string 'job_id'"),
         ({"scheduler": {"job_id": "7", "steps": {}}}, "scheduler.steps", "must be a list"),
         ({"scheduler": {"job_id": "7", "steps": [{"id": "7.0"}]}}, "scheduler.steps[0]", "string 'id' and 'state'"),
+        ({"series": [1, 2]}, "series", "must be null or a mapping of names to lists"),
+        ({"series": {"loss": [1.0]}}, "series", "step must be a list of integers"),
+        ({"series": {"step": [0, True]}}, "series", "step must be a list of integers"),
+        ({"series": {"step": [0, 1], "loss": [1.0, "x"]}}, "series", "loss must be a list of numbers or nulls"),
+        ({"series": {"step": [0, 1], "loss": [1.0]}}, "series", "loss has 1 values for 2 steps"),
     ],
 )  # fmt: skip
 def test_each_field_that_does_not_match_is_named(changes: dict, field: str, problem: str) -> None:
