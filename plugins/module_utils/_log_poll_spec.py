@@ -1,5 +1,5 @@
 # Copyright: cvs.cluster contributors
-# Apache License 2.0 (see galaxy.yml)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Argument spec of cvs.cluster.log_poll, shared by the action plugin and the module's documentation stub.
 
 Pure data (no imports beyond typing) so both the controller and ansible-test's

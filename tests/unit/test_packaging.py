@@ -180,3 +180,22 @@ def test_installed_collection_playbook_writes_results_outside_the_collection(
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert f"RESULTS={work / 'cvs-results'}" in proc.stdout, proc.stdout
+
+
+def test_every_file_states_the_license_galaxy_yml_declares() -> None:
+    """galaxy.yml's license is the one every source header and role's galaxy_info states (no file says another)."""
+    assert yaml.safe_load((REPO / "galaxy.yml").read_text())["license"] == ["GPL-3.0-or-later"]
+    tracked = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True, text=True, check=True)
+    others = []
+    for name in tracked.stdout.split("\0"):
+        if not name.endswith((".py", ".yml", ".yaml", ".sh")) or name.startswith("changelogs/"):
+            continue
+        head = "\n".join((REPO / name).read_text(errors="replace").splitlines()[:6])
+        if re.search(r"apache|\bMIT License\b|BSD", head, re.I):
+            others.append(name)
+    roles = [p.parent.parent.name for p in REPO.glob("roles/*/meta/main.yml")]
+    for role in roles:
+        info = yaml.safe_load((REPO / "roles" / role / "meta" / "main.yml").read_text())["galaxy_info"]
+        if info.get("license") != "GPL-3.0-or-later":
+            others.append(f"roles/{role}/meta/main.yml: {info.get('license')}")
+    assert roles and others == []

@@ -1,5 +1,5 @@
 # Copyright: cvs.cluster contributors
-# Apache License 2.0 (see galaxy.yml)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 # Node checks of the cvs.cluster.maxtext role, run with the training interpreter:
 #   <maxtext_python> -c "<this file>" '<request JSON>'
 # Prints one JSON object: what was found and a list of [field, problem] pairs. Changes nothing.

@@ -1,5 +1,5 @@
 # Copyright: cvs.cluster contributors
-# Apache License 2.0 (see galaxy.yml)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 # Creates a fresh run directory of the cvs.cluster.maxtext role and writes its files in one go:
 #   <python> -c "<this file>" '{"dir": "...", "files": [{"name": "env.sh", "content": "...", "mode": "0644"}],
 #                               "dirs": ["other directories the run needs, kept when they exist"]}'
