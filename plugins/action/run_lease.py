@@ -1,8 +1,9 @@
 # Copyright: cvs.cluster contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Action plugin of cvs.cluster.run_lease: adds the controller's identity to the lease and takes over a lease whose
-holder is a gone process of this controller. Documentation: plugins/modules/run_lease.py.
-Logic: module_utils/_run_guard.py (node), plugin_utils/_run/owner.py (controller)."""
+"""Action plugin of cvs.cluster.run_lease: adds the controller's identity to the lease, takes over a lease whose
+holder is a gone process of this controller, and warns naming a dead run it took the node from.
+Documentation: plugins/modules/run_lease.py.
+Logic: module_utils/_run_guard.py (node), plugin_utils/_run/owner.py and _run/plan.py (controller)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from typing import Any
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.cvs.cluster.plugins.plugin_utils._run.owner import controller_gone, controller_identity
+from ansible_collections.cvs.cluster.plugins.plugin_utils._run.plan import stale_notice
 
 
 class ActionModule(ActionBase):
@@ -27,4 +29,8 @@ class ActionModule(ActionBase):
         if result.get("failed") and holder.get("run_id") and controller_gone(holder.get("controller")):
             retry = {**args, "stale_run": holder["run_id"]}
             result = self._execute_module("cvs.cluster.run_lease", module_args=retry, task_vars=task_vars)
+        # one warning where a dead run was taken over, instead of a task per node that is skipped on the others
+        notice = stale_notice(str(args.get("node") or ""), result)
+        if notice:
+            result["warnings"] = [*result.get("warnings", []), notice]
         return result

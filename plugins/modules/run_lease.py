@@ -92,7 +92,9 @@ lease:
   sample: {run_id: 20261205-071500-ab12cd, node: node1, taken: 1796454900.1, expires: 1796455800.1,
            controller: {user: root, host: ctl, pid: 4242, start: 81234, boot_id: 6f1c0e8a-0d5e-4c61-9d55-2b0a5e0f4c11}}
 stale_run:
-  description: The run whose expired lease was taken over, empty when there was none.
+  description:
+    - The run whose expired lease was taken over, empty when there was none.
+    - The action plugin then warns C(<node> - run <run id> died holding this node ...) naming the processes it stopped.
   returned: when acquired
   type: str
 stale_stopped:

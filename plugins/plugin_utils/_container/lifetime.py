@@ -36,6 +36,32 @@ def _records(probes: Iterable[Mapping[str, Any]], need_state: bool = True) -> li
     return out
 
 
+def _flag(value: Any) -> bool:
+    """A fact that may come back as a bool or as its text (``True``, ``false``)."""
+    return value if isinstance(value, bool) else str(value).strip().lower() in ("true", "yes", "1")
+
+
+def probe_records(host_facts: Iterable[Mapping[str, Any]], hosts: Iterable[str]) -> list[dict[str, Any]]:
+    """One probe record per host from the facts prepare keeps on each node.
+
+    ``host_facts`` are the nodes' variables in the order of ``hosts``: ``_cvs_state`` (what the engine reported,
+    unset when the node could not be inspected), ``_cvs_prepare_error`` (why the node failed, empty when it did not)
+    and ``_cvs_started`` (this run created or started the node's container).
+    """
+    records = []
+    for host, facts in zip(hosts, host_facts):
+        facts = facts if isinstance(facts, Mapping) else {}
+        records.append(
+            {
+                "host": str(host),
+                "state": facts.get("_cvs_state") or "",
+                "error": str(facts.get("_cvs_prepare_error") or ""),
+                "started": _flag(facts.get("_cvs_started", False)),
+            }
+        )
+    return records
+
+
 def decide_lifetime(
     probes: Iterable[Mapping[str, Any]], lifetime: str, name: str, lost: Optional[Iterable[str]] = None
 ) -> dict[str, Any]:
