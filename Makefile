@@ -6,7 +6,8 @@ NODES ?= 3
 INVENTORY ?= tests/cluster/generated/inventory-container.yml
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 
-.PHONY: setup system-deps cluster-up cluster-down demo test unit units lint sanity integration bench clean
+.PHONY: setup system-deps cluster-up cluster-down demo test unit units lint sanity integration bench clean \
+	core2.21-setup core2.21 core2.21-integration
 
 ## setup: virtualenv with Python deps and the collections (idempotent)
 setup: $(VENV)/.installed .cache/collections/.installed
@@ -56,6 +57,23 @@ integration: setup
 
 bench: setup
 	$(PY) bench/run_all.py
+
+## core2.21-setup: the second controller line, ansible-core 2.21 on Python 3.13 (.cache/venv-core2.21, idempotent)
+## core2.21: its unit tests (pytest and ansible-test units), sanity and the local integration tests
+## core2.21-integration: its validate.yml runs and ansible-runner pipeline on the running simulated cluster
+LINE := bash scripts/controller_line.sh
+
+core2.21-setup:
+	$(LINE) setup
+
+core2.21: core2.21-setup
+	$(LINE) unit
+	$(LINE) units
+	$(LINE) sanity
+	$(LINE) local
+
+core2.21-integration: core2.21-setup
+	$(LINE) integration
 
 clean: cluster-down
 	rm -rf $(VENV) .cache tests/output

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # make test: unit (pytest, then ansible-test units) -> lint -> sanity -> the integration tests that need no cluster
-# (marked local) -> integration (fresh simulated cluster), teardown always.
+# (marked local) -> integration (fresh simulated cluster) -> the same on the ansible-core 2.21 line, on a
+# selection (core2.21-*), teardown always.
 # The cluster comes up in the background while the static phases run (its image build waits on the network and the
 # disk, they on the CPU); its output is printed when integration is about to start.
 set -uo pipefail
@@ -65,4 +66,23 @@ if [[ $status -eq 0 || -z "${CVS_STOP_ON_FAILURE:-}" ]]; then
   phase integration "$PY" -m pytest tests/integration -m "not local" -q -p no:cacheprovider -rfE --durations=30 \
 	--junitxml=.cache/integration-junit.xml
 fi
+
+# The second controller line, ansible-core 2.21 on Python 3.13 (scripts/controller_line.sh): the unit tests under
+# ansible-test units (the same tests plain pytest runs on the main line), sanity, the callback goldens, and on the
+# cluster the main line just used, validate.yml per backend and the ansible-runner/AWX pipeline. Whatever the main line's result (CVS_STOP_ON_FAILURE gates its cluster phase as it
+# gates integration); without its setup nothing of it can run, and the summary says so.
+line=scripts/controller_line.sh
+line_start=$SECONDS
+phase core2.21-setup bash "$line" setup
+if [[ ${summary[-1]} == "core2.21-setup: ok"* ]]; then
+  phase core2.21-units bash "$line" units
+  phase core2.21-sanity bash "$line" sanity
+  phase core2.21-local bash "$line" local
+  if [[ $status -eq 0 || -z "${CVS_STOP_ON_FAILURE:-}" ]]; then
+    phase core2.21-integration bash "$line" integration
+  fi
+else
+  summary+=("core2.21-units, -sanity, -local, -integration: NOT RUN (setup failed)")
+fi
+summary+=("core2.21 line: $((SECONDS - line_start))s in all")
 exit $status
