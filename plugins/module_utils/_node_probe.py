@@ -15,9 +15,10 @@ import os
 import re
 import shutil
 import socket
-import subprocess
 import time
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
+
+from ansible_collections.cvs.cluster.plugins.module_utils import _process
 
 MAX_OUTPUT = 256 * 1024
 MAX_LOG_MATCHES = 50
@@ -49,27 +50,14 @@ def run_command(
     program = find_binary(str(argv[0]), search)
     if program is None:
         return {"rc": None, "stdout": "", "stderr": "", "problem": f"{argv[0]} not found"}
-    try:
-        done = subprocess.run(
-            [program, *[str(a) for a in argv[1:]]],
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            timeout=timeout,
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
-        return {"rc": None, "stdout": "", "stderr": "", "problem": f"{argv[0]} did not answer within {timeout:g} s"}
-    except OSError as exc:
-        return {"rc": None, "stdout": "", "stderr": "", "problem": f"{argv[0]}: {exc.strerror or exc}"}
-    stdout = done.stdout.decode("utf-8", "replace")
+    done = _process.run_command([program, *[str(a) for a in argv[1:]]], timeout)
+    if done["problem"]:
+        done["problem"] = done["problem"].replace(program, str(argv[0]), 1)
+        return done
+    stdout = done["stdout"]
     if keep is not None:
         stdout = "".join(line for line in stdout.splitlines(keepends=True) if keep.search(line))
-    return {
-        "rc": done.returncode,
-        "stdout": stdout[:MAX_OUTPUT],
-        "stderr": done.stderr[:MAX_OUTPUT].decode("utf-8", "replace"),
-        "problem": None,
-    }
+    return {**done, "stdout": stdout[:MAX_OUTPUT], "stderr": done["stderr"][:MAX_OUTPUT]}
 
 
 def find_binary(name: str, search: Sequence[str] = ()) -> Optional[str]:

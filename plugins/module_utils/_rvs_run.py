@@ -10,8 +10,9 @@ or its deadline passes; the plan (``plugin_utils/_rvs/plan.py``) makes each argv
 from __future__ import annotations
 
 import datetime
-import subprocess
 from typing import Any, Dict, List, Mapping, Sequence
+
+from ansible_collections.cvs.cluster.plugins.module_utils._process import TimeoutExpired, start
 
 #: Seconds to collect what a killed test printed before giving up on its output.
 DRAIN_SECONDS = 10
@@ -26,18 +27,18 @@ def run_test(name: str, argv: Sequence[str], deadline: float) -> Dict[str, Any]:
     started = datetime.datetime.now()
     result: Dict[str, Any] = {"name": name, "rc": None, "stdout": "", "stderr": "", "delta": None, "msg": None}
     try:
-        proc = subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        proc = start(argv)
     except OSError as exc:
         result.update(msg=f"{argv[0]}: {exc.strerror or exc}", delta=str(datetime.datetime.now() - started))
         return result
     try:
         out, err = proc.communicate(timeout=deadline)
         result["rc"] = proc.returncode
-    except subprocess.TimeoutExpired:
+    except TimeoutExpired:
         proc.kill()
         try:
             out, err = proc.communicate(timeout=DRAIN_SECONDS)
-        except subprocess.TimeoutExpired:  # a child that outlived the kill still holds the output open
+        except TimeoutExpired:  # a child that outlived the kill still holds the output open
             out, err = b"", b""
         result["msg"] = f"still running {deadline:g} s after it started; killed and not waited for"
     result.update(stdout=_text(out), stderr=_text(err), delta=str(datetime.datetime.now() - started))

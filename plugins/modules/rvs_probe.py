@@ -94,10 +94,11 @@ configs:
 """
 
 import os
-import subprocess
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Dict, List, Sequence
 
 from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.cvs.cluster.plugins.module_utils._process import run_command
 
 AMD_SMI_ARGS = ["static", "-a", "-g", "0", "--json"]
 
@@ -108,29 +109,6 @@ def find_rvs(path: str) -> Dict[str, Any]:
         path = f"{path}/rvs"
     usable = os.path.exists(path) and not os.path.isdir(path) and os.access(path, os.X_OK)
     return {"path": path, "usable": usable}
-
-
-def run_command(argv: Sequence[str], timeout: float, env: Optional[Mapping[str, str]] = None) -> Dict[str, Any]:
-    """Run one read-only command without a shell; a missing program or a timeout is reported, never raised."""
-    try:
-        done = subprocess.run(
-            list(argv),
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            timeout=timeout,
-            env=dict(env) if env is not None else None,
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
-        return {"rc": None, "stdout": "", "stderr": "", "problem": f"{argv[0]} did not answer within {timeout:g} s"}
-    except OSError as exc:
-        return {"rc": None, "stdout": "", "stderr": "", "problem": f"{argv[0]}: {exc.strerror or exc}"}
-    return {
-        "rc": done.returncode,
-        "stdout": done.stdout.decode("utf-8", "replace"),
-        "stderr": done.stderr.decode("utf-8", "replace"),
-        "problem": None,
-    }
 
 
 def existing_configs(config_dir: str, names: Sequence[str]) -> List[str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -85,7 +86,12 @@ def test_the_module_runs_with_its_arguments_and_returns_json(tmp_path: Path) -> 
     args.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": {
         "rvs_path": str(RVS_BIN), "amd_smi_path": str(AMD_SMI_BIN), "config_dir": str(CONF),
         "config_files": ["babel.conf"], "_ansible_check_mode": True}}))  # fmt: skip
-    done = subprocess.run([sys.executable, rvs_probe.__file__, str(args)], capture_output=True, text=True, check=False)
+    # the module imports its module_utils by the collection path, as AnsiballZ lays them out on a node
+    collections = Path(rvs_probe.__file__).parents[5]
+    env = {**os.environ, "PYTHONPATH": str(collections)}
+    done = subprocess.run(
+        [sys.executable, rvs_probe.__file__, str(args)], capture_output=True, text=True, check=False, env=env
+    )
     result = json.loads(done.stdout)
     assert result["changed"] is False and result["rvs"]["usable"] is True
     assert result["configs"] == [f"{CONF}/babel.conf", f"{CONF}/MI300X/babel.conf"]
