@@ -21,3 +21,14 @@ attributes:
     support: none
     description: Nothing to compare; the returned values say what was read, written or stopped.
 """
+
+    # Modules that only read the node.
+    READ_ONLY = r"""
+attributes:
+  check_mode:
+    support: full
+    description: The module only reads; it runs the same in check mode.
+  diff_mode:
+    support: none
+    description: Nothing changes.
+"""

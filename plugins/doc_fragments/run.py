@@ -32,3 +32,12 @@ options:
     type: path
     required: true
 """
+
+    # run_guard, run_lease
+    LEASE_DIR = r"""
+options:
+  dir:
+    description: Directory of the lease files on the node (C(cvs_lease_dir)); created with mode 1777.
+    type: path
+    default: /var/tmp/cvs/leases
+"""

@@ -17,6 +17,8 @@ description:
     in RV(commands), never raised.
 author:
   - cvs.cluster developers (@cvs-cluster)
+extends_documentation_fragment:
+  - cvs.cluster.attributes.read_only
 options:
   commands:
     description:
@@ -53,13 +55,6 @@ options:
     description: Seconds each command may take.
     type: float
     default: 30
-attributes:
-  check_mode:
-    support: full
-    description: The module only reads; it runs the same in check mode.
-  diff_mode:
-    support: none
-    description: Nothing changes.
 notes:
   - The kernel log is read from C(/dev/kmsg), which needs root (or C(CAP_SYSLOG)); container engines do not give
     containers that device by default, so on the container backend C(readable) in RV(kernel_log) is usually false.

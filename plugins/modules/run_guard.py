@@ -26,13 +26,11 @@ description:
     processes stay until the next run takes the node or C(-e cvs_finish_run=<run id>).
 extends_documentation_fragment:
   - cvs.cluster.run
+  - cvs.cluster.attributes.no_diff
+  - cvs.cluster.run.lease_dir
 author:
   - cvs.cluster developers (@cvs-cluster)
 options:
-  dir:
-    description: Directory of the lease files on the node (C(cvs_lease_dir)).
-    type: path
-    default: /var/tmp/cvs/leases
   container:
     description: The run's C(per_run) container, removed by the guard; omit for the baremetal backend and for
       containers that outlive runs.
@@ -66,9 +64,6 @@ attributes:
   check_mode:
     support: full
     description: Arms nothing.
-  diff_mode:
-    support: none
-    description: Nothing to compare.
 notes:
   - The guard reacts within about a second of the controller process going away, then needs up to O(grace)
     seconds to stop the processes. A controller whose network vanishes without closing its TCP connections is

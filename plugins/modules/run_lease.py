@@ -19,6 +19,8 @@ description:
     MaxText) to cover that step's timeout, and release it in C(cvs.cluster.dispose).
 extends_documentation_fragment:
   - cvs.cluster.run
+  - cvs.cluster.attributes.no_diff
+  - cvs.cluster.run.lease_dir
 author:
   - cvs.cluster developers (@cvs-cluster)
 options:
@@ -37,10 +39,6 @@ options:
     description: The longest the step about to start may take (its timeout); the lease covers it plus O(ttl).
     type: int
     default: 0
-  dir:
-    description: Directory of the lease files on the node (created with mode 1777).
-    type: path
-    default: /var/tmp/cvs/leases
   controller:
     description:
       - Who takes the lease, shown to a run that is refused. The action plugin sets it to the controller process
@@ -61,9 +59,6 @@ attributes:
   check_mode:
     support: full
     description: Reports what would happen; writes, removes and stops nothing.
-  diff_mode:
-    support: none
-    description: Nothing to compare; the returned values say what changed.
 notes:
   - Times in the lease file are epoch seconds of the node's clock, so controller clock skew does not matter.
 seealso:

@@ -20,6 +20,7 @@ description:
     AWX cancel followed by C(cvs_finish_run)) or finished run leaves nothing running.
 extends_documentation_fragment:
   - cvs.cluster.run
+  - cvs.cluster.attributes.no_diff
 author:
   - cvs.cluster developers (@cvs-cluster)
 options:
@@ -32,9 +33,6 @@ attributes:
   check_mode:
     support: full
     description: Lists the processes that would be stopped.
-  diff_mode:
-    support: none
-    description: Nothing to compare; the returned values say what changed.
 notes:
   - Reading other users' C(/proc/<pid>/environ) needs root; processes this user may not read are counted in
     RV(unreadable). On the container backend a C(per_run) container is removed by C(cvs.cluster.dispose) in any

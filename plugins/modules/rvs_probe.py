@@ -18,6 +18,8 @@ description:
     never raised.
 author:
   - cvs.cluster developers (@cvs-cluster)
+extends_documentation_fragment:
+  - cvs.cluster.attributes.read_only
 options:
   rvs_path:
     description: The rvs binary, or the directory holding it.
@@ -44,13 +46,6 @@ options:
     description: Seconds each command may take.
     type: float
     default: 120
-attributes:
-  check_mode:
-    support: full
-    description: The module only reads; it runs the same in check mode.
-  diff_mode:
-    support: none
-    description: Nothing changes.
 seealso:
   - module: cvs.cluster.rvs_run
 """

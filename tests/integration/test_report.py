@@ -27,7 +27,7 @@ import pytest
 import xmlschema
 import yaml
 
-from ansible_collections.cvs.cluster.tests.support.report_browser import measure, screenshot
+from ansible_collections.cvs.cluster.tests.support.report_browser import chromium, measure, screenshot
 
 REPO = Path(__file__).resolve().parents[2]
 PYTHON = REPO / ".venv" / "bin" / "python"
@@ -140,30 +140,11 @@ def test_junit_validates_and_counts_one_failure(failed_run: dict[str, Any]) -> N
     assert "met: FALSE" in (failures[0].find("failure").text or "")  # type: ignore[union-attr]
 
 
-def _chromium(*args: str, tmp: Path) -> subprocess.CompletedProcess[str]:
-    exe = shutil.which("chromium") or shutil.which("chromium-browser")
-    if exe is None:
-        pytest.fail("chromium is not installed on the controller: apt-get install -y chromium", pytrace=False)
-    argv = [
-        exe,
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--no-first-run",
-        f"--user-data-dir={tmp}",
-        *args,
-    ]
-    return subprocess.run(argv, capture_output=True, text=True, timeout=120, check=True)
-
-
 def test_html_report_renders_in_headless_chromium(failed_run: dict[str, Any], tmp_path: Path) -> None:
     page = failed_run["run_dir"] / "report.html"
     html = page.read_text()
     assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", html)  # self-contained
-    dom = _chromium("--dump-dom", page.as_uri(), tmp=tmp_path / "profile-dom").stdout
+    dom = chromium("--dump-dom", page.as_uri(), profile=tmp_path / "profile-dom").stdout
     rows = re.findall(r'<tr class="node" data-node="([^"]+)"', dom)
     assert rows == ["node2", "node1", "node3"]  # failing nodes first
     cells = re.findall(r'<td class="cell (\w+)" data-node="(\w+)" data-check="(\w+)"', dom)
@@ -172,7 +153,7 @@ def test_html_report_renders_in_headless_chromium(failed_run: dict[str, Any], tm
     assert "<details" in dom and "met: FALSE" in dom
     OUTPUT.mkdir(parents=True, exist_ok=True)
     shot = OUTPUT / "report.png"
-    _chromium(f"--screenshot={shot}", "--window-size=1600,1400", page.as_uri(), tmp=tmp_path / "profile-shot")
+    chromium(f"--screenshot={shot}", "--window-size=1600,1400", page.as_uri(), profile=tmp_path / "profile-shot")
     assert shot.stat().st_size > 10_000
     shutil.copy(page, OUTPUT / "report.html")
 
