@@ -365,6 +365,10 @@ def aggregate(
             src = os.path.join(run_dir, "checks", path_component(node), f"{check}.json") if run_dir else None
             per[check] = absent_check(check, node, info) if raw is None else normalise_check(check, node, raw, src)
             rec = per[check]
+            if info.get("prepare_error") and rec["status"] == "PASS":
+                # prepare failed after the node got its workload host: what ran there is no validated pass
+                why = _one_line(info["prepare_error"])
+                rec.update(status="ERROR", reason=f"{node}: {check} passed, but preparing the node failed: {why}")
             learned = {**(rec.get("facts") or {}), "backend": rec.get("backend")}
             for key, value in learned.items():
                 if value is not None and key not in facts:

@@ -125,6 +125,23 @@ def test_aggregate_pass_and_not_complete() -> None:
     assert rec["summary"]["status"] == "INCOMPLETE" and rec["complete"] is False
 
 
+def test_a_pass_on_a_node_whose_preparation_failed_is_an_error_naming_why() -> None:
+    """prepare failed after the node got its workload host (its scratch directory, say): the suites may still have
+    run there and written PASS, but the node was never validated as the run meant, and the run does not pass."""
+    nodes = {**NODES, "node3": {"host": "node3", "prepare_error": "node3: scratch.sh: cannot create /var/tmp/cvs"}}
+    rec = aggregate("run1", ["rvs", "maxtext"], nodes, _found())
+    rvs = rec["nodes"]["node3"]["checks"]["rvs"]
+    assert rvs["status"] == "ERROR"
+    assert (
+        rvs["reason"]
+        == "node3: rvs passed, but preparing the node failed: node3: scratch.sh: cannot create /var/tmp/cvs"
+    )
+    assert rec["nodes"]["node3"]["checks"]["maxtext"]["status"] == "ERROR"  # no record: not run, as before
+    assert rec["nodes"]["node1"]["checks"]["rvs"]["status"] == "PASS"  # the other nodes keep their verdicts
+    assert rec["nodes"]["node2"]["checks"]["rvs"]["status"] == "FAIL"
+    assert "node3" in rec["summary"]["failing_nodes"] and rec["summary"]["status"] == "FAIL"
+
+
 def test_unknown_status_and_garbage_file_are_errors() -> None:
     assert normalise_check("x", "n", {"status": "weird"})["status"] == "ERROR"
     rec = normalise_check("x", "n", "Expecting value: line 1", "/r/checks/n/x.json")
