@@ -20,13 +20,12 @@ from ansible.utils.display import Display
 
 from ansible_collections.cvs.cluster.plugins.module_utils import _run_guard
 from ansible_collections.cvs.cluster.plugins.module_utils._run_guard import (
-    DEFAULT_LEASE_DIR,
     GUARD_ARMED,
     GUARD_MARK,
     NODE_MARK,
-    RUN_ARGUMENT_SPEC,
     run_arguments_problem,
 )
+from ansible_collections.cvs.cluster.plugins.modules.run_guard import ARGUMENT_SPEC
 from ansible_collections.cvs.cluster.plugins.plugin_utils._log_poll.session import (
     SERVE_BOOTSTRAP,
     kept_session_argv,
@@ -35,21 +34,6 @@ from ansible_collections.cvs.cluster.plugins.plugin_utils._log_poll.session impo
 from ansible_collections.cvs.cluster.plugins.plugin_utils._run import guard_holder as _guard_holder
 
 display = Display()
-
-ARGUMENT_SPEC: dict[str, Any] = {
-    **RUN_ARGUMENT_SPEC,
-    "dir": {"type": "path", "default": DEFAULT_LEASE_DIR},
-    "container": {
-        "type": "dict",
-        "options": {
-            "engine": {"type": "str", "required": True, "choices": ["docker", "podman"]},
-            "name": {"type": "str", "required": True},
-        },
-    },
-    "slurm_job": {"type": "str"},
-    "slurm_conf": {"type": "path"},
-    "ready_timeout": {"type": "int", "default": 60},
-}
 
 
 def guard_program(args: dict[str, Any]) -> str:

@@ -98,3 +98,35 @@ msg:
   returned: when not RV(armed)
   type: str
 """
+
+from typing import Any
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.cvs.cluster.plugins.module_utils._run_guard import DEFAULT_LEASE_DIR, RUN_ARGUMENT_SPEC
+
+ARGUMENT_SPEC: dict[str, Any] = {
+    **RUN_ARGUMENT_SPEC,
+    "dir": {"type": "path", "default": DEFAULT_LEASE_DIR},
+    "container": {
+        "type": "dict",
+        "options": {
+            "engine": {"type": "str", "required": True, "choices": ["docker", "podman"]},
+            "name": {"type": "str", "required": True},
+        },
+    },
+    "slurm_job": {"type": "str"},
+    "slurm_conf": {"type": "path"},
+    "ready_timeout": {"type": "int", "default": 60},
+}
+
+
+def main() -> None:
+    # Reached only when the action plugin of the same name is bypassed: the arguments are checked as the action
+    # checks them (so the documentation above and this spec cannot drift apart), and no guard is armed.
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    module.fail_json(msg="cvs.cluster.run_guard runs on the controller as an action plugin, not as a module on a node")
+
+
+if __name__ == "__main__":
+    main()
