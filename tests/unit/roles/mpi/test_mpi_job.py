@@ -2,18 +2,13 @@
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import time
 from pathlib import Path
 
-import pytest
-
 from ansible_collections.cvs.cluster.plugins.plugin_utils._mpi import exit_code
 
 SCRIPT = Path(__file__).resolve().parents[4] / "roles" / "mpi" / "files" / "mpi_job.sh"
-
-pytestmark = pytest.mark.skipif(not (shutil.which("ssh-keygen") and shutil.which("setsid")), reason="no ssh-keygen")
 
 
 def _run(*argv: str) -> subprocess.CompletedProcess[str]:
