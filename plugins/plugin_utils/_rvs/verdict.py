@@ -14,7 +14,7 @@ from typing import Any, Optional
 from ansible_collections.cvs.cluster.plugins.plugin_utils._rvs.judge import judge_rvs
 from ansible_collections.cvs.cluster.plugins.plugin_utils._slurm import split_step_marker, step_state
 
-__all__ = ["TIMEOUT_RCS", "judge_run", "judge_test", "node_verdict"]
+__all__ = ["TIMEOUT_RCS", "judge_run", "judge_test", "node_verdict", "run_problem"]
 
 #: Exit statuses of ``timeout``: 124 the test overran and died of SIGTERM, 137 it needed the SIGKILL.
 TIMEOUT_RCS = (124, 137)
@@ -34,10 +34,18 @@ def judge_test(planned: Mapping[str, Any], ran: Optional[Mapping[str, Any]], why
     split = split_step_marker(str(ran.get("stderr") or ""))
     text = "\n".join(part for part in (str(ran.get("stdout") or ""), split["stderr"]) if part)
     judged = judge_rvs(text, 0 if rc is None or timed_out else rc, str(planned["name"]), planned.get("patterns"))
+    cut = int(ran.get("stdout_cut") or 0) + int(ran.get("stderr_cut") or 0)
     if timed_out:
         status, reason = "FAIL", f"timed out after {planned['timeout']} s; rvs was killed"
     elif rc is None:
         status, reason = "ERROR", f"rvs did not finish: {ran.get('msg') or why_not}"
+    elif cut and judged["status"] == "PASS":
+        # a failing line may have been among the bytes not kept: what was kept passing does not make the test pass
+        status = "ERROR"
+        reason = (
+            f"output too large to judge whole: {cut} bytes of it were cut (the node keeps the head and tail of each "
+            "output and of each long line); what was kept passed"
+        )
     else:
         status, reason = judged["status"], judged["reason"]
     return {
@@ -54,6 +62,7 @@ def judge_test(planned: Mapping[str, Any], ran: Optional[Mapping[str, Any]], why
         "gpus": judged["gpus"],
         "metrics": judged["metrics"],
         "duration": ran.get("delta"),
+        "output_cut": cut,
         "step": split["step"],
     }
 
@@ -79,17 +88,28 @@ def node_verdict(tests: Sequence[Mapping[str, Any]], node: str) -> tuple[str, st
     return status, reason
 
 
+def run_problem(run: Mapping[str, Any], node: str) -> str:
+    """Why the run (the last answer of the job's poll, ``async_status``) left a test without an exit status."""
+    msg = str(run.get("msg") or "").strip()
+    if run.get("unreachable"):
+        return f"{node} stopped answering while the tests ran ({msg or 'unreachable'}); its tests were not judged"
+    if run.get("started") and not run.get("finished") and not run.get("failed"):
+        return "the tests were still running when the role stopped waiting (their timeouts and a margin)"
+    return msg or "no exit status"
+
+
 def judge_run(
     run: Mapping[str, Any], plan: Mapping[str, Any], node: str, slurm_node: Optional[str] = None
 ) -> dict[str, Any]:
-    """The node's verdict from its run (the registered result of module rvs_run) and its plan (_rvs/plan.py).
+    """The node's verdict from its run (the registered result of the poll of module rvs_run's job: async_status, also
+    when the node was unreachable or the job still running) and its plan (_rvs/plan.py).
 
     Returns ``{status, reason, tests, steps}``; the run's results are in the plan's order. A test the run has no
     result for (the run failed, timed out or was skipped) is ERROR with the run's message; ``steps`` are the Slurm
     steps (``{id, name, state, exit_code, nodes}``) of the tests that ran as one.
     """
     results = [r if isinstance(r, Mapping) else None for r in run.get("results") or []]
-    why_not = str(run.get("msg") or "no exit status")
+    why_not = run_problem(run, node)
     tests = [
         judge_test(planned, results[index] if index < len(results) else None, why_not)
         for index, planned in enumerate(plan.get("tests") or [])

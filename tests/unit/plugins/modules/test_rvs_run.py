@@ -91,3 +91,19 @@ def test_the_module_refuses_a_test_without_argv(tmp_path: Path) -> None:
                           env={"PYTHONPATH": COLLECTIONS})  # fmt: skip
     result = json.loads(done.stdout)
     assert result["failed"] is True and "argv" in result["msg"]
+
+
+def test_garbage_output_comes_back_bounded_valid_and_counted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The stand-in's noise fault (issue 37): 50 MB of NUL bytes without a newline before a healthy run. The result
+    is small, its JSON valid, the cut counted; a short burst of invalid UTF-8 is replaced and nothing is cut."""
+    (tmp_path / "rvs.json").write_text(json.dumps({"noise": {"bytes": "nul", "size": 50_000_000, "newline": False}}))
+    monkeypatch.setenv("CVS_STAND_IN_DIR", str(tmp_path))
+    mem = [sys.executable, str(RVS_BIN), "-c", str(CONF / "mem.conf")]
+    (big,) = runner.run_tests([{"name": "mem", "argv": mem, "deadline": 60}])
+    assert big["rc"] == 0 and big["stdout_cut"] > 49_000_000 and big["stderr_cut"] == 0
+    assert len(json.dumps(big)) < 200_000 and "\0" not in big["stdout"]
+    assert "bytes cut here]" in big["stdout"] and "Summary" in big["stdout"]  # the tail, RVS's own end, is kept
+    (tmp_path / "rvs.json").write_text(json.dumps({"noise": {"bytes": "invalid_utf8", "size": 1024}}))
+    (small,) = runner.run_tests([{"name": "mem", "argv": mem, "deadline": 60}])
+    assert small["stdout_cut"] == 0 and "\ufffd" in small["stdout"]
+    assert judge_rvs(small["stdout"], small["rc"], "mem")["status"] == "PASS"

@@ -33,7 +33,7 @@ def test_a_passing_run_keeps_every_field_of_the_record() -> None:
     assert verdict["status"] == "PASS" and verdict["reason"] == "all 1 test(s) passed" and verdict["steps"] == []
     (test,) = verdict["tests"]
     assert list(test) == ["name", "mode", "config_file", "command", "timeout", "rc", "timed_out", "status", "reason",
-                          "failures", "gpus", "metrics", "duration", "step"]  # fmt: skip
+                          "failures", "gpus", "metrics", "duration", "output_cut", "step"]  # fmt: skip
     assert test["status"] == "PASS" and test["rc"] == 0 and test["timed_out"] is False
     assert test["reason"] == "8 result(s), 8 passed, none failed"
     assert test["gpus"] == sorted(GPU_IDS) and test["metrics"]["gflops"]["count"] == 8
@@ -142,3 +142,29 @@ def test_slurm_steps_are_taken_out_of_stderr_and_returned_as_steps() -> None:
 def test_judge_test_without_a_result_uses_the_reason_given() -> None:
     test = judge_test(planned("mem"), None, "the node went away")
     assert (test["status"], test["reason"], test["failures"]) == ("ERROR", "rvs did not finish: the node went away", [])
+
+
+def test_a_passing_output_that_was_cut_is_an_error_naming_the_bytes_cut() -> None:
+    """rvs_run keeps each output's head and tail: a failing line may have been cut, so what was kept passing is no
+    PASS; a failure in what was kept still fails."""
+    cut = {**ran("gst", stdout=gst_current()), "stdout_cut": 49_000_000}
+    (test,) = judge_run({"results": [cut]}, {"tests": [planned("gst")]}, "node1")["tests"]
+    assert test["status"] == "ERROR" and test["output_cut"] == 49_000_000
+    assert test["reason"].startswith("output too large to judge whole: 49000000 bytes of it were cut")
+    bad = {**ran("gst", stdout=gst_current(fail={GPU_IDS[0]: (1000, "FALSE")})), "stderr_cut": 10}
+    (failed,) = judge_run({"results": [bad]}, {"tests": [planned("gst")]}, "node1")["tests"]
+    assert failed["status"] == "FAIL"
+
+
+def test_a_node_lost_while_polling_is_an_error_naming_the_node_and_the_transport_error() -> None:
+    lost = {"unreachable": True, "msg": "Failed to connect to the host via ssh: Connection refused", "changed": False}
+    verdict = judge_run(lost, {"tests": [planned("gst"), planned("mem")]}, "node2")
+    assert verdict["status"] == "ERROR" and [t["status"] for t in verdict["tests"]] == ["ERROR", "ERROR"]
+    why = "node2 stopped answering while the tests ran (Failed to connect to the host via ssh: Connection refused)"
+    assert why in verdict["reason"]
+
+
+def test_a_job_still_running_when_the_poll_gave_up_is_an_error_saying_so() -> None:
+    running = {"started": 1, "finished": 0, "ansible_job_id": "j1.2", "attempts": 10}
+    (test,) = judge_run(running, {"tests": [planned("gst")]}, "node1")["tests"]
+    assert test["status"] == "ERROR" and "still running when the role stopped waiting" in test["reason"]
