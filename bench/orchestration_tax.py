@@ -86,7 +86,8 @@ def write_inventory(path: Path, hosts: list[Host]) -> Path:
     entries = {h.name: h.inventory_vars() for h in hosts}
     data = {
         "all": {
-            "vars": {"cvs_orchestrator": "baremetal"},
+            # each alias holds a lease of its own: the aliases of one node are one machine on purpose here
+            "vars": {"cvs_orchestrator": "baremetal", "cvs_lease_machine_name": "{{ inventory_hostname }}"},
             "children": {"cvs_nodes": {"hosts": entries}, "cvs_head": {"hosts": {hosts[0].name: {}}}},
         }
     }

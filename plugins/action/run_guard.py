@@ -50,7 +50,8 @@ def guard_program(args: dict[str, Any]) -> str:
         args.get("slurm_job") or None,
         args.get("slurm_conf") or None,
     )
-    return source + "\nguard(" + ", ".join(repr(v) for v in call) + ")\n"
+    keywords = f", async_dir={args['async_dir']!r}" if args.get("async_dir") else ""
+    return source + "\nguard(" + ", ".join(repr(v) for v in call) + keywords + ")\n"
 
 
 def guard_command(interpreter: str, run_id: str, node: str) -> str:

@@ -10,11 +10,15 @@ Runs on the nodes (modules ``cvs.cluster.run_lease`` and ``cvs.cluster.run_proce
   process group or session they moved to (``setsid``, ``nohup``, async).
   ``CVS_NODE`` keeps nodes that share one process table (containers seen from
   their host, the simulated cluster) apart.
-* A node is held by one run at a time through a lease file
-  ``<dir>/<node>.lease`` (JSON ``{run_id, node, controller, taken, expires}``,
-  times in epoch seconds). A live lease of another run refuses; an expired one
-  is stale: its run's controller died (or was SIGKILLed) and the new run stops
-  what it left behind before taking the node.
+* A machine is held by one run at a time through a lease file
+  ``<dir>/machine-<key>.lease`` (JSON ``{run_id, node, machine, controller,
+  taken, expires}``, times in epoch seconds), keyed on the machine, not on the
+  inventory name (``machine_identity``): two inventory names for one machine
+  find the same lease. A live lease of another run refuses (naming the name
+  that run gave the machine), one of this run under another name refuses too
+  (the inventory names the machine twice); an expired one is stale: its run's
+  controller died (or was SIGKILLed) and the new run stops what it left behind
+  before taking the node.
 * A guard (``guard``, started by the action ``cvs.cluster.run_guard``) waits on
   the node for its controller: a session held open from the controller ends
   when the ansible-playbook process is gone, and the guard then cancels the
@@ -44,7 +48,9 @@ GUARD_MARK = "CVS_GUARD_RUN_ID"
 DEFAULT_LEASE_DIR = "/var/tmp/cvs/leases"
 # the guard's first line: it is listening (the rest of the line is its pid)
 GUARD_ARMED = "cvs-guard armed"
-_SAFE_NAME = re.compile(r"^[A-Za-z0-9._-]{1,100}$")
+# where a machine's identity is read (machine-id: systemd's, else D-Bus's; the boot id: the kernel's, new each boot)
+MACHINE_ID_FILES = ("/etc/machine-id", "/var/lib/dbus/machine-id")
+BOOT_ID_FILE = "/proc/sys/kernel/random/boot_id"
 
 
 # The arguments every run module starts from (run_lease, run_processes, run_guard).
@@ -73,16 +79,51 @@ class LeaseHeld(Exception):
         self.holder = holder
 
 
-def lease_file_name(node: str) -> str:
-    """A bounded, shell-safe file name for ``node`` (any bytes in a host name become a hash)."""
-    if _SAFE_NAME.match(node) and not node.startswith("."):
-        return f"{node}.lease"
-    digest = hashlib.sha256(node.encode("utf-8", "surrogateescape")).hexdigest()[:32]
-    return f"node-{digest}.lease"
+def _first_line(path: str) -> str:
+    try:
+        with open(path, encoding="ascii", errors="replace") as handle:
+            return handle.readline(200).strip()
+    except OSError:
+        return ""
 
 
-def lease_path(directory: str, node: str) -> str:
-    return os.path.join(directory, lease_file_name(node))
+def machine_identity(
+    files: tuple[str, ...] = MACHINE_ID_FILES, boot_file: str = BOOT_ID_FILE, hostname: Optional[str] = None
+) -> dict[str, str]:
+    """What tells this machine from every other one: ``{machine_id, boot_id, hostname, key}``.
+
+    ``machine_id`` (``/etc/machine-id``) tells installed machines apart, ``boot_id`` machines cloned from one image
+    with the same machine-id, ``hostname`` (the UTS namespace's) nodes that share one kernel and one ``/etc``: the
+    simulated cluster's network namespaces, containers. ``key`` is 32 hex digits of the SHA-256 of the three, the
+    same for every inventory name that reaches this machine.
+    """
+    machine_id = next((line for line in map(_first_line, files) if line), "")
+    identity = {
+        "machine_id": machine_id,
+        "boot_id": _first_line(boot_file),
+        "hostname": hostname if hostname is not None else os.uname().nodename,
+    }
+    text = "\n".join(identity[k] for k in ("machine_id", "boot_id", "hostname"))
+    return {**identity, "key": hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()[:32]}
+
+
+def describe_machine(machine: Any) -> str:
+    """``host node1, machine-id 3d1219c7…, boot 462858a4…`` (a prefix of each id is enough to tell them apart)."""
+    if not isinstance(machine, dict):
+        return "an unknown machine"
+    return (
+        f"host {machine.get('hostname') or '?'}, machine-id {str(machine.get('machine_id') or '?')[:12]}, "
+        f"boot {str(machine.get('boot_id') or '?')[:8]}"
+    )
+
+
+def lease_file_name(machine: dict[str, str]) -> str:
+    """The lease file of ``machine`` (its key: 32 hex digits, whatever the inventory calls the machine)."""
+    return f"machine-{machine['key']}.lease"
+
+
+def lease_path(directory: str, machine: Optional[dict[str, str]] = None) -> str:
+    return os.path.join(directory, lease_file_name(machine or machine_identity()))
 
 
 def _when(epoch: float) -> str:
@@ -105,21 +146,32 @@ def describe_holder(lease: dict[str, Any]) -> str:
 def decide_acquire(
     current: Optional[dict[str, Any]], run_id: str, node: str, now: float, stale_run: str = ""
 ) -> dict[str, Any]:
-    """What taking ``node`` for ``run_id`` means, given the lease found there.
+    """What taking the machine ``node`` names for ``run_id`` means, given the lease found there.
 
     Returns ``{held_by, stale_run, renew}``: ``held_by`` a message when another
-    live run holds the node (refuse), ``stale_run`` the id of an other run that
+    live run holds the machine, or this run holds it under another inventory
+    name (refuse, naming that name), ``stale_run`` the id of an other run that
     is over (its lease expired, or it is ``stale_run``, a run the caller knows
     to be gone): stop its processes first; ``renew`` true when the lease is
     this run's.
     """
     if not current or not current.get("run_id"):
         return {"held_by": "", "stale_run": "", "renew": False}
+    holder_node = str(current.get("node") or "")
+    machine = describe_machine(current.get("machine"))
     if current["run_id"] == run_id:
+        if holder_node and holder_node != node:
+            return {
+                "held_by": f"{node} and {holder_node} are one machine ({machine}) named twice in the inventory of run "
+                f"{run_id}; give each machine one inventory name",
+                "stale_run": "",
+                "renew": False,
+            }
         return {"held_by": "", "stale_run": "", "renew": True}
     if float(current.get("expires", 0)) > now and current["run_id"] != stale_run:
+        alias = f", which calls this machine {holder_node} ({machine})" if holder_node and holder_node != node else ""
         return {
-            "held_by": f"{node} is in use by {describe_holder(current)}; wait for it to end, or stop it with "
+            "held_by": f"{node} is in use by {describe_holder(current)}{alias}; wait for it to end, or stop it with "
             f"-e cvs_finish_run={current['run_id']}",
             "stale_run": "",
             "renew": False,
@@ -173,13 +225,16 @@ def acquire(
     controller: Any,
     stale_run: str = "",
     now: Callable[[], float] = time.time,
+    machine: Optional[dict[str, str]] = None,
 ) -> dict[str, Any]:
-    """Take or renew the lease of ``node`` for ``ttl`` seconds; raise LeaseHeld when a live run holds it.
+    """Take or renew the lease of the machine ``node`` names (``machine``, default this one) for ``ttl`` seconds;
+    raise LeaseHeld when a live run holds it, or this run under another name.
 
     Returns ``{lease, previous, stale_run, renewed}``.
     """
+    machine = machine or machine_identity()
     ensure_dir(directory)
-    path = lease_path(directory, node)
+    path = lease_path(directory, machine)
     with _locked(path):
         previous = read_lease(path)
         moment = now()
@@ -187,14 +242,22 @@ def acquire(
         if decision["held_by"]:
             raise LeaseHeld(decision["held_by"], previous or {})
         taken = float(previous["taken"]) if decision["renew"] and previous and "taken" in previous else moment
-        lease = {"run_id": run_id, "node": node, "controller": controller, "taken": taken, "expires": moment + ttl}
+        lease = {
+            "run_id": run_id,
+            "node": node,
+            "machine": machine,
+            "controller": controller,
+            "taken": taken,
+            "expires": moment + ttl,
+        }
         _write(path, lease)
     return {"lease": lease, "previous": previous, "stale_run": decision["stale_run"], "renewed": decision["renew"]}
 
 
-def release(directory: str, node: str, run_id: str) -> dict[str, Any]:
-    """Remove the lease of ``node`` when ``run_id`` holds it. Returns ``{released, held_by}``."""
-    path = lease_path(directory, node)
+def release(directory: str, node: str, run_id: str, machine: Optional[dict[str, str]] = None) -> dict[str, Any]:
+    """Remove the lease of the machine ``node`` names (``machine``, default this one) when ``run_id`` holds it, under
+    whatever name. Returns ``{released, held_by}``."""
+    path = lease_path(directory, machine)
     if not os.path.isdir(directory):
         return {"released": False, "held_by": ""}
     with _locked(path):
@@ -389,6 +452,28 @@ def cancel_slurm_job(name: str, conf: Optional[str] = None, run: Callable[..., A
     return f"cancelled Slurm job {name}"
 
 
+# the names Ansible's async_wrapper gives a job's result file (j<random>.<pid>) and the file it writes first
+_ASYNC_JOB_FILE = re.compile(r"^j\d+\.\d+(\.tmp)?$")
+
+
+def remove_async_files(directory: str) -> int:
+    """Remove the result files of async jobs from ``directory`` (the run's, ``<scratch>/async``), then the directory
+    when nothing else is left in it; the number of files removed. Other files are never touched."""
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return 0
+    removed = 0
+    for name in names:
+        if _ASYNC_JOB_FILE.match(name):
+            with suppress(FileNotFoundError):
+                os.unlink(os.path.join(directory, name))
+                removed += 1
+    with suppress(OSError):
+        os.rmdir(directory)
+    return removed
+
+
 def guard_cleanup(
     run_id: str,
     node: str,
@@ -397,6 +482,7 @@ def guard_cleanup(
     grace: float,
     slurm_job: Optional[str] = None,
     slurm_conf: Optional[str] = None,
+    async_dir: Optional[str] = None,
 ) -> dict[str, Any]:
     """What dispose does for a run on a node, done by the guard once the run's controller is gone."""
     outcome: dict[str, Any] = {"node": node, "run_id": run_id}
@@ -407,6 +493,8 @@ def guard_cleanup(
     outcome["survivors"] = [p["args"] for p in stopped["survivors"]]
     if container:
         outcome["container"] = remove_run_container(container["engine"], container["name"], run_id)
+    if async_dir:  # after the processes: a job's wrapper writes its result file when its module ends
+        outcome["async_files"] = remove_async_files(async_dir)
     outcome["released"] = release(lease_dir, node, run_id)["released"]
     return outcome
 
@@ -419,6 +507,7 @@ def guard(
     grace: float,
     slurm_job: Optional[str] = None,
     slurm_conf: Optional[str] = None,
+    async_dir: Optional[str] = None,
 ) -> None:
     """The node side of cvs.cluster.run_guard: wait for the end of stdin, then clean up the run.
 
@@ -435,7 +524,7 @@ def guard(
             pass
     # from here on a SIGTERM (dispose running after all) must not cut the cleanup short
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    outcome = guard_cleanup(run_id, node, lease_dir, container, grace, slurm_job, slurm_conf)
+    outcome = guard_cleanup(run_id, node, lease_dir, container, grace, slurm_job, slurm_conf, async_dir)
     with suppress(OSError):
         sys.stdout.write(json.dumps(outcome) + "\n")
         sys.stdout.flush()

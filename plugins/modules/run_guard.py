@@ -16,7 +16,8 @@ description:
     the node what C(cvs.cluster.dispose) would have done; it cancels the run's Slurm job when O(slurm_job) names
     one, stops the run's marked processes (see
     M(cvs.cluster.run_processes)), removes the run's C(per_run) container when O(container) names one and it
-    carries the run's C(cvs.run_id) label, and releases the run's lease (M(cvs.cluster.run_lease)).
+    carries the run's C(cvs.run_id) label, removes the result files of the run's async jobs from O(async_dir), and
+    releases the run's lease (M(cvs.cluster.run_lease)).
   - M(cvs.cluster.run_processes) disarms the guard first (SIGTERM), so a dispose that runs, after Ctrl-C too, is
     never raced by it.
   - C(cvs.cluster.prepare) arms it on every node right after taking the node's lease, unless C(cvs_node_guard) is
@@ -53,6 +54,13 @@ options:
     description: The slurm.conf that C(scancel) reads on the node (the guard runs under privilege escalation, which
       drops C(SLURM_CONF) from the environment); default Slurm's own.
     type: path
+  async_dir:
+    description:
+      - The directory on the node where the run's async jobs keep their result files, C(<scratch>/async) (the role
+        C(cvs.cluster.rvs) sets C(ansible_async_dir) to it).
+      - The guard removes those files (and the directory when nothing else is in it) after it has stopped the run's
+        processes. Omit when the jobs run in a container.
+    type: str
   ready_timeout:
     description: Seconds to wait for the guard to report that it listens.
     type: int
@@ -117,6 +125,7 @@ ARGUMENT_SPEC: dict[str, Any] = {
     },
     "slurm_job": {"type": "str"},
     "slurm_conf": {"type": "path"},
+    "async_dir": {"type": "str"},
     "ready_timeout": {"type": "int", "default": 60},
 }
 

@@ -8,13 +8,19 @@ module: run_lease
 short_description: Hold a node for one validation run (a lease file that a dead controller stops renewing)
 version_added: 0.2.0
 description:
-  - A node is held by one cvs.cluster run at a time. O(state=acquired) takes or renews the lease file
-    C(<dir>/<node>.lease) for O(ttl) seconds. When another run holds a lease that has not expired the task fails
-    naming that run, when its lease ends and how to stop it (C(-e cvs_finish_run=<run id>)).
+  - A machine is held by one cvs.cluster run at a time, whatever the inventory calls it. O(state=acquired) takes or
+    renews the lease file C(<dir>/machine-<key>.lease) for O(ttl) seconds, C(key) being the machine's identity
+    (see RV(machine)). When another run holds a lease that has not expired the task fails naming that run, the
+    inventory name it gave the machine when it is not O(node), when its lease ends and how to stop it
+    (C(-e cvs_finish_run=<run id>)).
+  - When this run already holds the machine under another inventory name (two names for one machine, for example
+    C(node1) and C(node1-again) at one address), the task fails naming both names; the run must give each machine
+    one inventory name.
   - An expired lease of another run means its controller died without disposing (for example SIGKILLed). With
     O(stop_stale=true) the module first stops every process that run left on the node (see
     M(cvs.cluster.run_processes)), so what a killed controller could not stop is cleaned up by the next run.
-  - O(state=released) removes the lease only when O(run_id) holds it; a lease of another run is left as it is.
+  - O(state=released) removes the machine's lease only when O(run_id) holds it (under any name); a lease of another
+    run is left as it is.
   - The roles of this collection take the lease in C(cvs.cluster.prepare), extend it before each long step (RVS,
     MaxText) to cover that step's timeout, and release it in C(cvs.cluster.dispose).
 extends_documentation_fragment:
@@ -55,12 +61,24 @@ options:
     description: Stop the processes of a run whose lease expired before taking the node.
     type: bool
     default: true
+  machine_name:
+    description:
+      - Tell machines apart by this name instead of their host name (the third part of the identity, see notes), so
+        that several inventory names of one machine each hold a lease of their own.
+      - Only for benchmarks that reach one machine under many inventory names on purpose (C(bench/)); on a cluster
+        it defeats the refusal of two names for one machine. The roles pass C(cvs_lease_machine_name).
+    type: str
 attributes:
   check_mode:
     support: full
     description: Reports what would happen; writes, removes and stops nothing.
 notes:
   - Times in the lease file are epoch seconds of the node's clock, so controller clock skew does not matter.
+  - The machine's identity is its C(/etc/machine-id) (else C(/var/lib/dbus/machine-id)), its boot id
+    (C(/proc/sys/kernel/random/boot_id)) and its host name. The machine-id tells installed machines apart, the boot
+    id machines cloned from one image, the host name nodes that share one kernel and one C(/etc) (network or
+    container namespaces, as in the simulated cluster of the tests). A reboot gives a machine a new identity (no
+    process of a run survives it).
 seealso:
   - module: cvs.cluster.run_processes
 """
@@ -85,7 +103,18 @@ lease:
   returned: when acquired
   type: dict
   sample: {run_id: 20261205-071500-ab12cd, node: node1, taken: 1796454900.1, expires: 1796455800.1,
+           machine: {machine_id: 3d1219c7c4c5404aaa1f6d2a48adfda4, boot_id: 462858a4-5db0-4868-8ab8-56a138bae239,
+                     hostname: node1, key: 0c5b2b0f5cbd4b6f8b8e1f1d0e0a9c3e},
            controller: {user: root, host: ctl, pid: 4242, start: 81234, boot_id: 6f1c0e8a-0d5e-4c61-9d55-2b0a5e0f4c11}}
+machine:
+  description:
+    - The identity of the machine the task ran on (C(machine_id), C(boot_id), C(hostname)) and its C(key), the same
+      for every inventory name of one machine; returned also when the task fails, so that a run can name the nodes
+      of its inventory that are one machine.
+  returned: always
+  type: dict
+  sample: {machine_id: 3d1219c7c4c5404aaa1f6d2a48adfda4, boot_id: 462858a4-5db0-4868-8ab8-56a138bae239,
+           hostname: node1, key: 0c5b2b0f5cbd4b6f8b8e1f1d0e0a9c3e}
 stale_run:
   description:
     - The run whose expired lease was taken over, empty when there was none.
@@ -118,6 +147,7 @@ from ansible_collections.cvs.cluster.plugins.module_utils._run_guard import (
     acquire,
     decide_acquire,
     lease_path,
+    machine_identity,
     read_lease,
     release,
     run_arguments_problem,
@@ -137,6 +167,7 @@ def main() -> None:
             "controller": {"type": "dict"},
             "stale_run": {"type": "str", "default": ""},
             "stop_stale": {"type": "bool", "default": True},
+            "machine_name": {"type": "str"},
         },
         supports_check_mode=True,
     )
@@ -147,27 +178,37 @@ def main() -> None:
         module.fail_json(
             msg=f"run_lease: ttl must be positive and step_seconds not negative, got {p['ttl']}, {p['step_seconds']}"
         )
+    # read once here, returned in every answer: the controller compares the machines of all the run's nodes
+    machine = machine_identity(hostname=p["machine_name"])
     try:
         if p["state"] == "released":
             if module.check_mode:
-                current = read_lease(lease_path(p["dir"], p["node"])) or {}
-                mine = current.get("run_id") == p["run_id"]
-                module.exit_json(changed=mine, held_by="" if mine else str(current.get("run_id") or ""))
-            result = release(p["dir"], p["node"], p["run_id"])
-            module.exit_json(changed=result["released"], held_by=result["held_by"])
+                current = read_lease(lease_path(p["dir"], machine)) or {}
+                held_by = "" if current.get("run_id") == p["run_id"] else str(current.get("run_id") or "")
+                module.exit_json(changed=not held_by and bool(current), held_by=held_by, machine=machine)
+            result = release(p["dir"], p["node"], p["run_id"], machine)
+            module.exit_json(changed=result["released"], held_by=result["held_by"], machine=machine)
         if module.check_mode:
-            current = read_lease(lease_path(p["dir"], p["node"]))
+            current = read_lease(lease_path(p["dir"], machine))
             decision = decide_acquire(current, p["run_id"], p["node"], time.time(), p["stale_run"])
             if decision["held_by"]:
-                module.fail_json(msg=decision["held_by"], holder=current)
-            module.exit_json(changed=True, lease=current or {}, stale_run=decision["stale_run"], stale_stopped=[])
+                module.fail_json(msg=decision["held_by"], holder=current, machine=machine)
+            module.exit_json(
+                changed=True, lease=current or {}, stale_run=decision["stale_run"], stale_stopped=[], machine=machine
+            )
         taken = acquire(
-            p["dir"], p["node"], p["run_id"], p["ttl"] + p["step_seconds"], p["controller"] or {}, p["stale_run"]
+            p["dir"],
+            p["node"],
+            p["run_id"],
+            p["ttl"] + p["step_seconds"],
+            p["controller"] or {},
+            p["stale_run"],
+            machine=machine,
         )
     except LeaseHeld as exc:
-        module.fail_json(msg=str(exc), holder=exc.holder)
+        module.fail_json(msg=str(exc), holder=exc.holder, machine=machine)
     except OSError as exc:
-        module.fail_json(msg=f"{p['node']}: cannot use the lease directory {p['dir']}: {exc}")
+        module.fail_json(msg=f"{p['node']}: cannot use the lease directory {p['dir']}: {exc}", machine=machine)
     stopped: list = []
     if taken["stale_run"] and p["stop_stale"]:
         outcome = stop_marked(taken["stale_run"], p["node"], p["grace"])
@@ -175,12 +216,14 @@ def main() -> None:
         if outcome["survivors"]:
             module.fail_json(
                 msg=survivors_message(p["node"], taken["stale_run"], outcome["survivors"]),
+                machine=machine,
                 lease=taken["lease"],
                 stale_run=taken["stale_run"],
                 stale_stopped=stopped,
             )
     module.exit_json(
         changed=not taken["renewed"] or bool(stopped),
+        machine=machine,
         lease=taken["lease"],
         stale_run=taken["stale_run"],
         stale_stopped=stopped,

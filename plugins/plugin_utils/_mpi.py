@@ -21,6 +21,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Optional
 
+from ansible_collections.cvs.cluster.plugins.plugin_utils._common.paths import path_component
 from ansible_collections.cvs.cluster.plugins.plugin_utils._common.shell import EnvNameError, quote_all, valid_env_names
 from ansible_collections.cvs.cluster.plugins.plugin_utils._node_probe import probe_failure
 
@@ -435,7 +436,8 @@ def launch_plan(hosts: Sequence[Mapping[str, Any]], settings: Mapping[str, Any],
         + [{"path": f"{folder}/out/1/rank.{r}/stdout", "label": f"rank.{r}"} for r in range(ranks)],
         "watch_timeout": settings["timeout"] + settings["stop_grace"] + 30,
         "saved": f"{settings['results_dir']}/{settings['run_id']}/logs/{tag}",
-        "logs_dir": f"{settings['results_dir']}/{settings['run_id']}/logs/{tag}/{head['host']}",
+        # log_poll's save_dir: one folder per host, named by the path rule
+        "logs_dir": f"{settings['results_dir']}/{settings['run_id']}/logs/{tag}/{path_component(head['host'])}",
     }
 
 

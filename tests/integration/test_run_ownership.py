@@ -37,7 +37,7 @@ REPO = Path(__file__).resolve().parents[2]
 ANSIBLE_PLAYBOOK = REPO / ".venv" / "bin" / "ansible-playbook"
 VALIDATE = REPO / "playbooks" / "validate.yml"
 NODES = ["node1", "node2", "node3"]
-LEASES = Path("/var/tmp/cvs/leases")  # the simulated nodes share this directory; one lease file per node
+LEASES = Path("/var/tmp/cvs/leases")  # the simulated nodes share this directory; one lease file per machine
 
 # long enough that the training is still running while the test looks at it
 STAND_IN_DIR = "/tmp/cvs-ownership-no-faults"
@@ -69,8 +69,15 @@ def marked(node_exec: Callable[..., Any], node: str, run_id: str) -> list[str]:
 
 
 def lease_holder(node: str) -> Optional[str]:
-    path = LEASES / f"{node}.lease"
-    return json.loads(path.read_text())["run_id"] if path.exists() else None
+    """The run holding the machine ``node`` names (lease files are named by the machine; the lease records the name)."""
+    for path in LEASES.glob("*.lease"):
+        try:
+            lease = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if lease.get("node") == node:
+            return lease["run_id"]
+    return None
 
 
 def wait_for(

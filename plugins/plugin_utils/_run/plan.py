@@ -25,13 +25,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any, Callable, Optional
 
+from ansible_collections.cvs.cluster.plugins.plugin_utils._common.paths import component_problem, path_component
+
 ORCHESTRATORS = ("baremetal", "container", "slurm")
 CONTAINER_HOST_SUFFIX = "-ctr"
 RUN_ID_ALPHABET = string.ascii_lowercase + string.digits
 
 
 class RunPlanError(ValueError):
-    """The inventory has no node to run on (an empty cvs_nodes group)."""
+    """The inventory has no node to run on (an empty cvs_nodes group), or the run id cannot name a directory."""
 
 
 def _names(group: Any) -> list[str]:
@@ -67,7 +69,11 @@ def model_problem(host: str, orchestrator: Any, groups: Mapping[str, Any]) -> st
 def _numbered(order: Sequence[str], scratch_root: str, run_id: str, orchestrator: Any) -> dict[str, dict[str, Any]]:
     suffix = CONTAINER_HOST_SUFFIX if orchestrator == "container" else ""
     return {
-        host: {"index": index, "scratch": f"{scratch_root}/{run_id}/{host}", "exec_name": f"{host}{suffix}"}
+        host: {
+            "index": index,
+            "scratch": f"{scratch_root}/{run_id}/{path_component(host)}",
+            "exec_name": f"{host}{suffix}",
+        }
         for index, host in enumerate(order)
     }
 
@@ -82,11 +88,15 @@ def run_plan(
     """The plan of one run over the play's ``hosts``.
 
     Returns ``{run_id, head, nodes, refused}``: ``nodes`` maps every node of ``cvs_nodes`` to its ``index`` (head =
-    0, then the order of ``cvs_nodes``), its ``scratch`` directory (``<scratch_root>/<run_id>/<node>``) and its
+    0, then the order of ``cvs_nodes``), its ``scratch`` directory (``<scratch_root>/<run_id>/<node>``, the node's
+    name one path component: plugin_utils/_common/paths.py) and its
     workload host's name ``exec_name`` (the node itself, or ``<node>-ctr`` on the container backend); ``refused``
     maps every host of the play the inventory model refuses to why (the message names the host and the fix).
     """
     run_id = str(run_id) if run_id else new_run_id()
+    problem = component_problem(run_id, "cvs_run_id")
+    if problem:  # playbooks/check_inventory.yml refuses it first; a play without it stops here, before any node
+        raise RunPlanError(problem)
     refused = {h: p for h in map(str, hosts) if (p := model_problem(h, orchestrator, groups))}
     nodes = _names(groups.get("cvs_nodes"))
     if not nodes:
@@ -133,13 +143,45 @@ def become_refusal(probes: Mapping[str, Mapping[str, Any]], method: str = "sudo"
     )
 
 
+def same_machines(leases: Mapping[str, Mapping[str, Any]]) -> list[list[str]]:
+    """The groups of nodes whose ``cvs.cluster.run_lease`` answers name one machine (its ``machine.key``)."""
+    by_key: dict[str, list[str]] = {}
+    for host, lease in leases.items():
+        key = ((lease or {}).get("machine") or {}).get("key")
+        if key:
+            by_key.setdefault(str(key), []).append(host)
+    return [hosts for hosts in by_key.values() if len(hosts) > 1]
+
+
+def _machine_words(lease: Mapping[str, Any]) -> str:
+    machine = lease.get("machine") or {}
+    return (
+        f"host name {machine.get('hostname') or '?'}, machine-id {machine.get('machine_id') or '?'}, "
+        f"boot id {machine.get('boot_id') or '?'}"
+    )
+
+
 def lease_refusals(leases: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:
-    """Why each node stops because another run holds a node of the play; ``{}`` when no node is held.
+    """Why each node stops because the inventory names one machine twice, or another run holds a node of the play;
+    ``{}`` when neither.
 
     ``leases`` maps each node of the play to its registered ``cvs.cluster.run_lease`` result (taken with
-    ``failed_when: false``; only a refused lease carries ``msg``). A refused node gives the module's own message
-    (naming the run that holds it and how to stop it), the others name the nodes held.
+    ``failed_when: false``; only a refused lease carries ``msg``; every answer carries the node's ``machine``).
+    Inventory names that reach one machine are refused naming each other (whichever took the lease first); else a
+    refused node gives the module's own message (naming the run that holds it and how to stop it), the others name
+    the nodes held.
     """
+    twice = same_machines(leases)
+    if twice:
+        named = {host: group for group in twice for host in group}
+        groups = "; ".join(" and ".join(group) for group in twice)
+        return {
+            host: f"{', '.join(named[host])}: one machine ({_machine_words(leases[host] or {})}) under "
+            f"{len(named[host])} inventory names: nothing was started; give each machine one inventory name"
+            if host in named
+            else f"{host}: nothing was started: the inventory names one machine twice ({groups})"
+            for host in leases
+        }
     held = [h for h, lease in leases.items() if (lease or {}).get("msg") is not None]
     if not held:
         return {}

@@ -75,7 +75,7 @@ def test_the_guard_cleans_up_the_run_when_its_session_ends(
     assert outcome == {"node": "n1", "run_id": run, "stopped": ["sleep 300"], "survivors": [], "released": True}
     assert workload["n1"].wait(timeout=5) is not None
     assert workload["n2"].poll() is None  # the same run's process of another node is not this guard's
-    assert guard.read_lease(guard.lease_path(str(lease_dir), "n1")) is None
+    assert guard.read_lease(guard.lease_path(str(lease_dir))) is None
 
 
 def test_sigterm_disarms_the_guard_without_cleaning_up(
@@ -86,7 +86,7 @@ def test_sigterm_disarms_the_guard_without_cleaning_up(
     assert guard.disarm_guards(run, "n1") == 1
     assert proc.wait(timeout=5) == 0
     assert workload["n1"].poll() is None
-    assert (guard.read_lease(guard.lease_path(str(lease_dir), "n1")) or {}).get("run_id") == run
+    assert (guard.read_lease(guard.lease_path(str(lease_dir))) or {}).get("run_id") == run
 
 
 def test_the_holder_keeps_the_guard_armed_while_the_playbook_lives_and_releases_it_when_gone(
@@ -104,9 +104,9 @@ def test_the_holder_keeps_the_guard_armed_while_the_playbook_lives_and_releases_
     playbook.wait()
     assert workload["n1"].wait(timeout=15) is not None
     deadline = time.monotonic() + 10
-    while guard.read_lease(guard.lease_path(str(lease_dir), "n1")) and time.monotonic() < deadline:
+    while guard.read_lease(guard.lease_path(str(lease_dir))) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert guard.read_lease(guard.lease_path(str(lease_dir), "n1")) is None
+    assert guard.read_lease(guard.lease_path(str(lease_dir))) is None
     assert workload["n2"].poll() is None
 
 
@@ -150,3 +150,28 @@ def test_the_guard_removes_only_a_container_labelled_with_its_run() -> None:
 def test_the_guard_command_quotes_what_it_is_given() -> None:
     command = guard_command("/usr/bin/python3", "r1$(touch /tmp/x)", "node 1")
     assert "'CVS_GUARD_RUN_ID=r1$(touch /tmp/x)'" in command and "'CVS_NODE=node 1'" in command
+
+
+def test_the_guard_removes_the_runs_async_job_files_and_nothing_else(
+    run: str, lease_dir: Path, workload: dict[str, subprocess.Popen], tmp_path: Path
+) -> None:
+    """The async result files of the run (``<scratch>/async``, where cvs.cluster.rvs keeps them) go with the run;
+    a file that is no job file stays, and so does its directory."""
+    jobs, other = tmp_path / "scratch" / "async", tmp_path / "scratch2" / "async"
+    jobs.mkdir(parents=True)
+    other.mkdir(parents=True)
+    for name in ("j123456789.42", "j987.7.tmp"):
+        (jobs / name).write_bytes(b"\0" * 1024)
+    (other / "j1.2").write_text("{}")
+    (other / "notes.txt").write_text("mine")
+    program = guard_program({**arguments(run, lease_dir), "async_dir": str(jobs)}).encode()
+    proc = subprocess.Popen(node_argv(run), stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write(str(len(program)).encode() + b"\n" + program)
+    proc.stdin.close()
+    outcome = json.loads(proc.stdout.read().decode().splitlines()[-1])
+    assert proc.wait(timeout=10) == 0
+    assert outcome["async_files"] == 2 and not jobs.exists()
+    assert guard.remove_async_files(str(other)) == 1
+    assert sorted(p.name for p in other.iterdir()) == ["notes.txt"]
+    assert guard.remove_async_files(str(tmp_path / "missing")) == 0

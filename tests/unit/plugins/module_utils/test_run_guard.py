@@ -61,24 +61,70 @@ def test_acquire_renew_refuse_release(tmp_path: Path) -> None:
     assert guard.release(str(tmp_path), "n1", "r2") == {"released": False, "held_by": "r1"}
     taken = guard.acquire(str(tmp_path), "n1", "r2", 900, {"host": "c"}, now=clock)  # r1's lease expired by now
     assert taken["stale_run"] == "r1"
-    assert json.loads((tmp_path / "n1.lease").read_text())["run_id"] == "r2"
+    lease_file = Path(guard.lease_path(str(tmp_path)))  # this machine's
+    assert json.loads(lease_file.read_text())["run_id"] == "r2"
     assert guard.release(str(tmp_path), "n1", "r2") == {"released": True, "held_by": ""}
-    assert not (tmp_path / "n1.lease").exists()
+    assert not lease_file.exists()
     assert guard.release(str(tmp_path), "n1", "r2") == {"released": False, "held_by": ""}
 
 
 def test_a_torn_lease_file_has_no_owner(tmp_path: Path) -> None:
-    (tmp_path / "n1.lease").write_text('{"run_id": "r1", "exp')
+    Path(guard.lease_path(str(tmp_path))).write_text('{"run_id": "r1", "exp')
     assert guard.acquire(str(tmp_path), "n1", "r2", 900, {})["stale_run"] == ""
 
 
 @pytest.mark.parametrize("node", ["gpu01$(touch${IFS}/tmp/pwned)", "x" * 253, "../../etc/passwd", ".hidden", "n\udcff"])
 def test_lease_file_names_are_bounded_and_inert(node: str, tmp_path: Path) -> None:
-    name = guard.lease_file_name(node)
-    assert len(name) <= 106 and "/" not in name and not name.startswith(".")
-    assert set(name) <= set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
+    """The file is named by the machine, never by the inventory name: nothing of the name reaches the path."""
     guard.acquire(str(tmp_path), node, "r1", 60, {})
-    assert [p.name for p in tmp_path.iterdir() if p.suffix == ".lease"] == [name]
+    (name,) = [p.name for p in tmp_path.iterdir() if p.suffix == ".lease"]
+    assert name == guard.lease_file_name(guard.machine_identity()) and len(name) == len("machine-.lease") + 32
+    assert set(name) <= set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
+    assert json.loads((tmp_path / name).read_text())["node"] == node
+
+
+# --------------------------------------------------------------------------- machine identity (issue 37 finding 3)
+
+M1 = {"machine_id": "m" * 32, "boot_id": "b1", "hostname": "node1", "key": "1" * 32}
+M2 = {"machine_id": "m" * 32, "boot_id": "b1", "hostname": "node2", "key": "2" * 32}
+
+
+def test_the_identity_reads_machine_id_boot_id_and_host_name(tmp_path: Path) -> None:
+    (tmp_path / "machine-id").write_text("3d1219c7c4c5404aaa1f6d2a48adfda4\n")
+    (tmp_path / "boot_id").write_text("462858a4-5db0-4868-8ab8-56a138bae239\n")
+    files = (str(tmp_path / "missing"), str(tmp_path / "machine-id"))
+    one = guard.machine_identity(files, str(tmp_path / "boot_id"), hostname="node1")
+    assert one["machine_id"] == "3d1219c7c4c5404aaa1f6d2a48adfda4" and one["boot_id"].startswith("462858a4")
+    assert len(one["key"]) == 32 and one == guard.machine_identity(files, str(tmp_path / "boot_id"), hostname="node1")
+    # namespaces on one kernel (the simulated cluster): same machine-id and boot id, told apart by the host name
+    assert guard.machine_identity(files, str(tmp_path / "boot_id"), hostname="node2")["key"] != one["key"]
+    # clones of one image: same machine-id and host name, told apart by the boot id
+    (tmp_path / "boot_id").write_text("another boot\n")
+    assert guard.machine_identity(files, str(tmp_path / "boot_id"), hostname="node1")["key"] != one["key"]
+    # nothing readable still gives an identity (the host name's)
+    assert guard.machine_identity((), str(tmp_path / "missing"), hostname="h")["machine_id"] == ""
+    here = guard.machine_identity()
+    assert here["hostname"] == os.uname().nodename and here == guard.machine_identity()
+
+
+def test_two_names_for_one_machine_find_one_lease(tmp_path: Path) -> None:
+    clock = iter([NOW, NOW + 1, NOW + 2, NOW + 3]).__next__
+    guard.acquire(str(tmp_path), "node1", "r1", 900, {"host": "c"}, now=clock, machine=M1)
+    # the same run naming the machine again: refused naming both names
+    with pytest.raises(guard.LeaseHeld) as twice:
+        guard.acquire(str(tmp_path), "node1-again", "r1", 900, {"host": "c"}, now=clock, machine=M1)
+    assert str(twice.value).startswith("node1-again and node1 are one machine (host node1, machine-id mmmmmmmmmmmm")
+    assert "named twice in the inventory of run r1; give each machine one inventory name" in str(twice.value)
+    # another run naming it differently: refused naming the holder's name for it
+    with pytest.raises(guard.LeaseHeld) as other:
+        guard.acquire(str(tmp_path), "gpu-a", "r2", 900, {"host": "c"}, now=clock, machine=M1)
+    assert str(other.value).startswith("gpu-a is in use by run r1 (lease until")
+    assert ", which calls this machine node1 (host node1, machine-id mmmm" in str(other.value)
+    assert other.value.holder["node"] == "node1" and other.value.holder["machine"] == M1
+    # another machine is free; the holder gives its machine back under any of its names
+    assert guard.acquire(str(tmp_path), "node2", "r2", 900, {}, now=clock, machine=M2)["lease"]["machine"] == M2
+    assert guard.release(str(tmp_path), "node1-again", "r1", M1) == {"released": True, "held_by": ""}
+    assert sorted(p.name for p in tmp_path.glob("*.lease")) == [guard.lease_file_name(M2)]
 
 
 @pytest.fixture
@@ -154,7 +200,7 @@ def test_the_lease_directory_is_shared_like_tmp(tmp_path: Path) -> None:
     finally:
         os.umask(old)
     assert directory.stat().st_mode & 0o7777 == 0o1777
-    assert guard.lease_path(str(directory), "n1") == str(directory / "n1.lease")
+    assert guard.lease_path(str(directory), M1) == str(directory / f"machine-{M1['key']}.lease")
 
 
 def test_the_guard_cancels_the_runs_slurm_job_by_name_and_says_what_went_wrong() -> None:

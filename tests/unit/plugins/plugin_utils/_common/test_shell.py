@@ -250,7 +250,7 @@ def test_maxtext_scripts_take_hostile_values_as_data(tmp_path: Path, node: str) 
         ("..", "%2E%2E"),
         (".", "%2E"),
         ("a%2Fb", "a%252Fb"),
-        ("a\nb", "a\nb"),
+        ("a\nb", "a%0Ab"),
         (FQDN_253, FQDN_253),
     ],
 )

@@ -109,6 +109,39 @@ def test_lease_refusals_give_the_holders_message_and_name_the_held_nodes_to_the_
     assert plan.lease_refusals({"n1": {"lease": {}}, "n2": {}}) == {}
 
 
+def test_two_inventory_names_for_one_machine_stop_every_node_naming_both() -> None:
+    one = {"machine_id": "3d12", "boot_id": "4628", "hostname": "node1", "key": "k1"}
+    # whichever name took the lease first, the other was refused by the module: both are named the same way
+    leases = {
+        "node1": {"lease": {}, "machine": one},
+        "node2": {"lease": {}, "machine": {**one, "hostname": "node2", "key": "k2"}},
+        "node1-again": {"msg": "node1-again and node1 are one machine (...)", "holder": {}, "machine": one},
+    }
+    refusals = plan.lease_refusals(leases)
+    assert (
+        refusals["node1"]
+        == refusals["node1-again"]
+        == (
+            "node1, node1-again: one machine (host name node1, machine-id 3d12, boot id 4628) under 2 inventory names: "
+            "nothing was started; give each machine one inventory name"
+        )
+    )
+    assert (
+        refusals["node2"] == "node2: nothing was started: the inventory names one machine twice (node1 and node1-again)"
+    )
+    assert plan.same_machines(leases) == [["node1", "node1-again"]]
+    # answers without a machine (a node that failed before) are not one machine
+    assert plan.same_machines({"a": {}, "b": {"machine": {}}, "c": None}) == []
+
+
+def test_a_run_id_that_cannot_name_a_directory_stops_the_plan_and_host_names_are_escaped() -> None:
+    with pytest.raises(plan.RunPlanError, match=re.escape("cvs_run_id: '../x' cannot be used: it holds '/'")):
+        plan.run_plan({"cvs_nodes": ["n1"]}, ["n1"], "baremetal", "/s", "../x")
+    made = plan.run_plan({"cvs_nodes": ["../../../x/d", ".."]}, ["..", "../../../x/d"], "container", "/s", "r1")
+    assert made["nodes"]["../../../x/d"]["scratch"] == "/s/r1/..%2F..%2F..%2Fx%2Fd"
+    assert made["nodes"][".."] == {"index": 1, "scratch": "/s/r1/%2E%2E", "exec_name": "..-ctr"}
+
+
 def test_stale_notice_names_the_dead_run_and_what_was_stopped() -> None:
     lease = {"stale_run": "r0", "stale_stopped": [{"pid": 4, "args": "python3 train.py"}, {"pid": 5, "args": "sh"}]}
     assert plan.stale_notice("n3", lease) == (
