@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from ansible.plugins.action import ActionBase
@@ -17,6 +18,7 @@ from ansible.plugins.action import ActionBase
 from ansible_collections.cvs.cluster.plugins.modules.check_result import ARGUMENT_SPEC
 from ansible_collections.cvs.cluster.plugins.plugin_utils._common.paths import atomic_write, path_component
 from ansible_collections.cvs.cluster.plugins.plugin_utils._report.check_record import SCHEMA, CheckRecordError, validate
+from ansible_collections.cvs.cluster.plugins.plugin_utils._run.verdict import UNWRITTEN_FACT
 
 
 def record_path(results_dir: str, run_id: str, node: str, check: str) -> str:
@@ -94,7 +96,24 @@ class ActionModule(ActionBase):
             os.makedirs(os.path.dirname(path), exist_ok=True)
             atomic_write(path, text)
         except OSError as exc:
-            # the words describe_write_error() reads back: the path after "into", the errno
-            result.update(failed=True, msg=f"check_result: could not write into '{path}': [Errno {exc.errno}] "
-                          f"{exc.strerror or exc}")  # fmt: skip
+            # Not a failure of the host: a failed host would skip dispose. The verdict is kept as a fact of the host
+            # (ansible_facts.cvs_unwritten_records: the report names the error, the playbook prints the verdict in
+            # full at the end and fails the run). The words describe_write_error() reads back: the path after
+            # "into", the errno.
+            error = f"check_result: could not write into '{path}': [Errno {exc.errno}] {exc.strerror or exc}"
+            result.update(
+                changed=False, write_error=error, ansible_facts=unwritten(task_vars, check, path, error, record)
+            )
+            result["warnings"] = [f"{error}; the {check} verdict of {node} is printed in full at the end of the run"]
         return result
+
+
+def unwritten(
+    task_vars: Mapping[str, Any], check: str, path: str, error: str, record: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The fact that keeps a verdict that could not be written: ``cvs_unwritten_records[check]`` = {path, error,
+    record}, merged with the host's earlier ones (read as ``ansible_facts``, never as an injected variable)."""
+    facts = task_vars.get("ansible_facts")
+    before = facts.get(UNWRITTEN_FACT) if isinstance(facts, Mapping) else None
+    entry = {"path": path, "error": error, "record": json.loads(json.dumps(record, default=str))}
+    return {UNWRITTEN_FACT: {**(before if isinstance(before, Mapping) else {}), check: entry}}

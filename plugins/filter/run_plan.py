@@ -1,6 +1,7 @@
 # Copyright: cvs.cluster contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Filters head_node, run_plan, run_plan_in_order, become_refusal, lease_refusals, stopped_lines and run_verdict.
+"""Filters head_node, run_plan, run_plan_in_order, become_refusal, lease_refusals, stopped_lines, run_verdict,
+dispose_failures and unwritten_verdicts.
 
 Documentation: the .yml files beside this file. Logic: plugins/plugin_utils/_run/plan.py and _run/verdict.py.
 """
@@ -34,7 +35,10 @@ def run_plan(
     scratch_root: str,
     run_id: Optional[str] = None,
 ) -> dict[str, Any]:
-    return _plan.run_plan(groups, list(hosts), orchestrator, scratch_root, run_id)
+    try:
+        return _plan.run_plan(groups, list(hosts), orchestrator, scratch_root, run_id)
+    except _plan.RunPlanError as exc:
+        raise AnsibleFilterError(f"run_plan: {exc}") from None
 
 
 def run_plan_in_order(plan: Mapping[str, Any], order: Sequence[str], orchestrator: Any, scratch_root: str) -> dict:
@@ -61,6 +65,17 @@ def run_verdict(report: Any, host: str, node: str, nodes: Iterable[str], node_va
     return _verdict.verdict(report, str(host), str(node or ""), list(nodes), list(node_vars))
 
 
+def dispose_failures(steps: Any) -> str:
+    if not isinstance(steps, Mapping):
+        raise AnsibleFilterError("cvs.cluster.dispose_failures expects a mapping of dispose step names to results")
+    return _verdict.dispose_failures(steps)
+
+
+def unwritten_verdicts(hosts: Iterable[str], hostvars: Any) -> list[dict[str, Any]]:
+    hosts = [str(h) for h in hosts]
+    return _verdict.unwritten_verdicts(hosts, [hostvars.get(h, {}) for h in hosts])
+
+
 class FilterModule:
     def filters(self) -> dict:
         return {
@@ -71,4 +86,6 @@ class FilterModule:
             "lease_refusals": lease_refusals,
             "stopped_lines": stopped_lines,
             "run_verdict": run_verdict,
+            "dispose_failures": dispose_failures,
+            "unwritten_verdicts": unwritten_verdicts,
         }

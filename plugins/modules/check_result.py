@@ -20,6 +20,11 @@ description:
     file and not read by the report.
   - A record that does not match fails the task naming the field (C(metrics[2].status - 'GOOD' is not one of
     PASS, FAIL, RECORD)) and writes nothing.
+  - A valid record that cannot be written (C([Errno 30] Read-only file system), a full disk) does not fail the task -
+    a failed node would skip dispose. The task warns, returns RV(write_error), and keeps the record as the node's
+    fact C(cvs_unwritten_records) (C(check) mapped to C(path), C(error) and C(record)); M(cvs.cluster.report)
+    names the error and the playbooks print every such record in full at the end of the run, which then fails
+    (filter C(cvs.cluster.unwritten_verdicts)).
   - This is an action plugin; it runs on the controller whatever host the task is for.
 author:
   - cvs.cluster developers (@cvs-cluster)
@@ -85,6 +90,12 @@ status:
   returned: when the record is valid
   type: str
   sample: PASS
+write_error:
+  description: Why the record could not be written (the path and the errno); the record is then kept as the fact
+    C(cvs_unwritten_records).
+  returned: when the record could not be written
+  type: str
+  sample: "check_result: could not write into '/r/R/checks/node1/rvs.json': [Errno 30] Read-only file system"
 """
 
 from typing import Any

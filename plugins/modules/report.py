@@ -16,12 +16,16 @@ description:
   - Every requested node is a row (see O(nodes)). A requested check without a file for a node is C(UNREACHABLE)
     when a registered task result of the node (or its workload host) says Ansible could not reach it - the reason
     quotes the connection error -, C(ERROR) when the node has C(cvs_prepare_error) (not prepared) or
-    C(cvs_check_errors[check]) (its result could not be recorded), and C(MISSING) otherwise. C(UNREACHABLE) and
+    C(cvs_check_errors[check]) or a C(cvs_unwritten_records) fact from M(cvs.cluster.check_result) (its result
+    could not be recorded), and C(MISSING) otherwise. C(UNREACHABLE) and
     C(ERROR) fail the run; C(MISSING) makes it C(INCOMPLETE). Call it after each stage with O(complete=false) so an
     interrupted run keeps a report of what finished.
   - When the files cannot be written (for example C(no space left on device)) the task fails naming the path, and
     still returns RV(summary), RV(nodes) and RV(msg), so a playbook can publish and judge the run with
     C(ignore_errors) and fail it at the end.
+  - When dispose failed on a node (its C(cvs_dispose_error), set by validate.yml), RV(msg) names the nodes and the
+    error right after the run's status, which reads C(ERROR) instead of C(PASS) (a failed run keeps its status), and
+    RV(summary) gets C(dispose_errors) with that status; results.json keeps the checks' own status.
   - This is an action plugin; it runs on the controller only and never fails the hosts of the checks. Publish
     RV(summary) with M(ansible.builtin.set_stats) to show it in AWX and ansible-runner artifacts.
 extends_documentation_fragment:
@@ -114,6 +118,7 @@ summary:
     - Status of the run (C(PASS), C(FAIL), C(INCOMPLETE)), counts per status, failing and incomplete nodes.
     - From the fleet comparison - C(fleet_status) (C(OK), C(OUTLIER), C(NOT_COMPARED)), C(outlier_nodes),
       C(outliers) (node, check, metric, reason) and C(fact_issues) (facts that differ between nodes).
+    - C(dispose_errors) (C([{node, error}])) when dispose failed on a node; a C(PASS) status then reads C(ERROR).
   returned: success, unless probe
   type: dict
   sample: {run_id: 20260101-120000-ab12, status: FAIL, complete: true,

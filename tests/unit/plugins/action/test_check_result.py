@@ -74,11 +74,32 @@ def test_a_node_name_with_a_slash_stays_one_directory(tmp_path: Path) -> None:
     assert Path(result["path"]).parent == tmp_path / "r1" / "checks" / "rack1%2Fnode1"
 
 
-def test_an_unwritable_results_dir_names_the_path(tmp_path: Path) -> None:
+def test_an_unwritable_results_dir_keeps_the_verdict_as_a_fact_without_failing_the_host(tmp_path: Path) -> None:
+    """A failed host would skip dispose: the write error is returned, the record kept in full for the end."""
     blocker = tmp_path / "r1"
     blocker.write_text("a file where the run directory should be")
+    path = f"{blocker}/checks/node1/inference.json"
+    earlier = {"rvs": {"path": "/x/rvs.json", "error": "e", "record": {"status": "PASS"}}}
+    result = run(
+        args(tmp_path, benchmark={"rps": 3}), cvs_node="node1", ansible_facts={"cvs_unwritten_records": earlier}
+    )
+    assert not result.get("failed") and result["changed"] is False
+    assert result["write_error"] == f"check_result: could not write into '{path}': [Errno 20] Not a directory"
+    assert result["warnings"] == [
+        result["write_error"] + "; the inference verdict of node1 is printed in full at the end of the run"
+    ]
+    kept = result["ansible_facts"]["cvs_unwritten_records"]
+    assert kept["rvs"] == earlier["rvs"], "a verdict kept before is kept"
+    entry = kept["inference"]
+    assert entry["path"] == path and entry["error"] == result["write_error"]
+    assert entry["record"]["benchmark"] == {"rps": 3} and entry["record"]["node"] == "node1"
+    assert entry["record"]["status"] == "PASS" and entry["record"]["schema"] == SCHEMA
+    assert blocker.read_text() == "a file where the run directory should be"
+
+
+def test_a_written_record_sets_no_fact(tmp_path: Path) -> None:
     result = run(args(tmp_path), cvs_node="node1")
-    assert result["failed"] and f"could not write into '{blocker}/checks/node1/inference.json'" in result["msg"]
+    assert "ansible_facts" not in result and "write_error" not in result
 
 
 def test_the_fields_every_suite_shares_come_from_the_run_variables(tmp_path: Path) -> None:

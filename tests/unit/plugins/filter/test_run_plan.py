@@ -13,7 +13,7 @@ FILTERS = FilterModule().filters()
 def test_every_filter_is_exposed() -> None:
     assert set(FILTERS) == {
         "head_node", "run_plan", "run_plan_in_order", "become_refusal", "lease_refusals", "stopped_lines",
-        "run_verdict",
+        "run_verdict", "dispose_failures", "unwritten_verdicts",
     }  # fmt: skip
 
 
@@ -47,3 +47,15 @@ def test_run_plan_in_order_raises_a_filter_error_for_an_unknown_node() -> None:
 def test_run_verdict_takes_an_unwritten_report_as_a_failed_run() -> None:
     assert FILTERS["run_verdict"](None, "localhost", "", [], []) == "the run report was not written"
     assert FILTERS["run_verdict"]({}, "n1", "n1", ["n1"], []) == ""
+
+
+def test_dispose_failures_and_unwritten_verdicts_reach_the_verdict_module() -> None:
+    steps = {"release the lease": {"failed": True, "msg": "held by r2"}, "stop": {"skipped": True}}
+    assert FILTERS["dispose_failures"](steps) == "release the lease: held by r2"
+    with pytest.raises(AnsibleFilterError, match="dispose_failures expects a mapping"):
+        FILTERS["dispose_failures"](["x"])
+    facts = {"cvs_unwritten_records": {"rvs": {"path": "/p", "error": "e", "record": {"node": "n1", "status": "PASS"}}}}
+    got = FILTERS["unwritten_verdicts"](["n1-ctr", "n2-ctr"], {"n1-ctr": {"ansible_facts": facts}})
+    assert got == [
+        {"node": "n1", "check": "rvs", "path": "/p", "error": "e", "record": {"node": "n1", "status": "PASS"}}
+    ]
