@@ -73,7 +73,7 @@ def test_rvs_runs_end_to_end_through_the_jump_host(
         check=False,
     )
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
-    run = next((tmp_path / "results").iterdir())
+    run = next(p for p in (tmp_path / "results").iterdir() if p.is_dir())  # not the run index
     results = json.loads((run / "results.json").read_text())
     assert sorted(results["nodes"]) == NODES, results["nodes"]
     assert results["summary"]["status"] == "PASS", results["summary"]
