@@ -24,16 +24,21 @@ phase() {
 }
 
 up_pid=
+ee_pid=
+ee_log=
 up_log=$(mktemp /var/tmp/cvs-cluster-up.XXXXXX)
 
 # shellcheck disable=SC2317  # run by the EXIT trap
 teardown() {
   local start=$SECONDS
-  if [[ -n $up_pid ]] && kill -0 "$up_pid" 2>/dev/null; then
-    kill "$up_pid" 2>/dev/null
-    wait "$up_pid" 2>/dev/null
-  fi
-  rm -f "$up_log"
+  local pid
+  for pid in "$up_pid" "$ee_pid"; do
+    if [[ -n $pid ]] && kill -0 "$pid" 2>/dev/null; then
+      kill "$pid" 2>/dev/null
+      wait "$pid" 2>/dev/null
+    fi
+  done
+  rm -f "$up_log" "$ee_log"
   bash tests/cluster/down.sh || status=1
   summary+=("cluster-down: $((SECONDS - start))s")
   printf '%s\n' "=== summary" "${summary[@]}"
@@ -44,6 +49,16 @@ trap 'exit 130' INT TERM
 env NODES="${NODES:-3}" bash tests/cluster/up.sh >"$up_log" 2>&1 &
 up_pid=$!
 up_start=$SECONDS
+
+# The execution environment's image (scripts/ee_build.sh; test_execution_environment.py runs a job in it) is built
+# in the background too, once the host dockerd that cluster-up starts answers: it needs no node, and on a cold machine
+# it waits mostly on the network and the disk.
+ee_log=$(mktemp /var/tmp/cvs-ee-build.XXXXXX)
+(
+  for _ in $(seq 1 900); do docker info >/dev/null 2>&1 && break; sleep 1; done
+  bash scripts/ee_build.sh
+) >"$ee_log" 2>&1 &
+ee_pid=$!
 
 # shellcheck disable=SC2317  # run by phase
 cluster_up() {
@@ -62,6 +77,15 @@ phase sanity bash scripts/sanity.sh
 phase local "$PY" -m pytest tests/integration -m local -q -p no:cacheprovider -rfE \
   --junitxml=.cache/local-junit.xml
 phase cluster-up cluster_up
+# shellcheck disable=SC2317  # run by phase
+ee_built() {
+  local rc=0
+  wait "$ee_pid" || rc=$?
+  ee_pid=
+  tail -n 5 "$ee_log"
+  return "$rc"
+}
+phase ee-build ee_built
 if [[ $status -eq 0 || -z "${CVS_STOP_ON_FAILURE:-}" ]]; then
   phase integration "$PY" -m pytest tests/integration -m "not local" -q -p no:cacheprovider -rfE --durations=30 \
 	--junitxml=.cache/integration-junit.xml
