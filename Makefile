@@ -3,11 +3,12 @@ SHELL := /bin/bash
 VENV ?= .venv
 PY := $(VENV)/bin/python
 NODES ?= 3
-INVENTORY ?= tests/cluster/generated/inventory-container.yml
+# make demo's inventory: the container backend with the image that carries real MaxText (tests/cluster/maxtext)
+INVENTORY ?= tests/cluster/generated/inventory-demo.yml
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 
 .PHONY: setup system-deps cluster-up cluster-down demo test unit units lint sanity integration bench clean \
-	core2.21-setup core2.21 core2.21-integration
+	core2.21-setup core2.21 core2.21-integration ee
 
 ## setup: virtualenv with Python deps and the collections (idempotent)
 setup: $(VENV)/.installed .cache/collections/.installed
@@ -31,9 +32,9 @@ cluster-up: system-deps setup
 cluster-down:
 	bash tests/cluster/down.sh
 
-## demo: the main job (validate.yml) on the simulated cluster
+## demo: the main job (validate.yml) on the simulated cluster: preflight, RVS (GPU stand-ins), real MaxText on CPU
 demo: cluster-up
-	$(VENV)/bin/ansible-playbook -i $(INVENTORY) playbooks/validate.yml
+	$(VENV)/bin/ansible-playbook -i $(INVENTORY) playbooks/validate.yml -e @tests/cluster/maxtext/cpu.yml
 
 ## test: setup, unit tests, linters, sanity, integration on a fresh cluster, teardown
 test: system-deps setup
@@ -74,6 +75,11 @@ core2.21: core2.21-setup
 
 core2.21-integration: core2.21-setup
 	$(LINE) integration
+
+## ee: the execution environment of execution-environment.yml with the host's docker, offline (scripts/ee_build.sh:
+## Debian trixie base by mmdebstrap, wheels from the host; reused while its inputs are unchanged)
+ee: setup
+	bash scripts/ee_build.sh
 
 clean: cluster-down
 	rm -rf $(VENV) .cache tests/output

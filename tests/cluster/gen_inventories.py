@@ -11,8 +11,19 @@ Run by up.sh (with /usr/bin/python3, stdlib only) once every node is up:
         --ctl .../ctl.sh --state-dir /run/cvs-sim --var-dir /var/lib/cvs-sim [--podman]
 
 Writes OUT/cluster.json, OUT/inventory-baremetal.yml, OUT/inventory-container.yml,
-OUT/inventory-podman.yml (with --podman only) and OUT/ssh_config, each to NAME.tmp first and
-then renamed over NAME. Paths inside the files name OUT as given.
+OUT/inventory-podman.yml (with --podman only), OUT/inventory-demo.yml and OUT/ssh_config, each to
+NAME.tmp first and then renamed over NAME, and OUT/dri/. Paths inside the files name OUT as given.
+
+inventory-demo.yml is what `make demo` runs: the container backend with --maxtext-image (the node
+image plus real MaxText), for `-e @tests/cluster/maxtext/cpu.yml`; its fleet comparison leaves out
+MaxText's timings (the nodes share the machine's CPU cores).
+
+GPU facts that agree: the stand-ins (amd-smi, rvs) report 8 GPUs, which a real node shows as the
+render nodes /dev/dri/renderD128..renderD135; the simulated nodes have no /dev/dri, so OUT/dri holds
+one empty file per stand-in GPU, named as the kernel names its render node, and the container
+inventories mount it read-only on /dev/dri: the workload namespace shows as many GPUs as amd-smi
+lists (the report warns when a node names a GPU model but has no render node). Baremetal nodes have
+no such mount (their /dev is the host's).
 
 Node k (1..NODES) is named as in lib.sh: node<k>, netns cvsn<k>, veth vcvs<k>, address
 <subnet>.(10+k), state in <state-dir>/node<k>, data in <var-dir>/node<k>.
@@ -33,6 +44,10 @@ import sys
 from pathlib import Path
 
 COMMON_SSH_ARGS = "-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null"
+# the GPUs of the stand-ins (tests/cluster/image/stand-ins/opt/rocm/bin/amd-smi lists 8 MI300X) and the
+# minor number of the first render node (the kernel's DRM render minors start at 128)
+STAND_IN_GPUS = 8
+RENDER_MINOR = 128
 
 
 def node_name(k: int) -> str:
@@ -114,7 +129,36 @@ PODMAN_ARGS_NOTE = """\
 """
 
 
-def container_vars(image: str, runtime: str, note: str, ulimits: dict[str, int]) -> str:
+# make demo trains real MaxText on the nodes' CPUs (tests/cluster/maxtext/cpu.yml)
+DEMO_FLEET_METRICS = ("tflops_per_device", "tokens_per_device", "step_time_mean", "step_time_p50", "step_time_p95")
+DEMO_FLEET = (
+    "    # The nodes share this machine's CPU cores: MaxText's step times and throughput there measure which\n"
+    "    # node got the cores, not the node, so the fleet comparison leaves them out (each node's record and\n"
+    "    # the report's plots keep them).\n"
+    "    cvs_fleet:\n"
+    "      metrics:\n" + "".join(f"        {name}: ignore\n" for name in DEMO_FLEET_METRICS)
+)
+
+
+def render_nodes(out: Path) -> Path:
+    """OUT/dri with one empty file per stand-in GPU (renderD128, ...), nothing else; returns the directory."""
+    dri = out / "dri"
+    dri.mkdir(exist_ok=True)
+    wanted = {f"renderD{RENDER_MINOR + i}" for i in range(STAND_IN_GPUS)}
+    for stale in dri.iterdir():
+        if stale.name not in wanted:
+            stale.unlink()
+    for name in sorted(wanted):
+        (dri / name).touch()
+    return dri
+
+
+DRI_NOTE = """\
+          # the stand-in GPUs' render nodes (one file each): /dev/dri does not exist on the nodes
+"""
+
+
+def container_vars(image: str, runtime: str, note: str, ulimits: dict[str, int], dri: Path) -> str:
     limits = ", ".join(f'"{name}:{value}:{value}"' for name, value in ulimits.items())
     return (
         "    cvs_container:\n"
@@ -130,6 +174,8 @@ def container_vars(image: str, runtime: str, note: str, ulimits: dict[str, int])
         "          cap_add: [SYS_PTRACE, IPC_LOCK]\n"
         f"          ulimits: [{limits}]\n"
         "          shm_size: 256m\n"
+        f"{DRI_NOTE}"
+        f"          volumes: [{yaml_str(f'{dri}:/dev/dri:ro')}]\n"
     )
 
 
@@ -212,14 +258,20 @@ def main(argv: list[str] | None = None) -> int:
     inventories = {orch: a.out / f"inventory-{orch}.yml" for orch in ("baremetal", "container")}
     if a.podman:
         inventories["podman"] = a.out / "inventory-podman.yml"
+    inventories["demo"] = a.out / "inventory-demo.yml"
+    dri = render_nodes(a.out)
     write(a.out / "cluster.json", cluster_json(a, inventories))
     write(inventories["baremetal"], inventory(a, "baremetal orchestrator", "baremetal"))
-    docker = container_vars(a.image, "docker", DOCKER_ARGS_NOTE, {"nofile": nofile, "memlock": memlock})
+    docker_limits = {"nofile": nofile, "memlock": memlock}
+    docker = container_vars(a.image, "docker", DOCKER_ARGS_NOTE, docker_limits, dri)
     write(inventories["container"], inventory(a, "container orchestrator", "container", docker))
     if a.podman:
         limits = {"nofile": nofile, "nproc": nproc, "memlock": memlock}
-        podman = container_vars(a.image, "podman", PODMAN_ARGS_NOTE, limits)
+        podman = container_vars(a.image, "podman", PODMAN_ARGS_NOTE, limits, dri)
         write(inventories["podman"], inventory(a, "container orchestrator, podman", "container", podman))
+    demo = container_vars(a.maxtext_image, "docker", DOCKER_ARGS_NOTE, docker_limits, dri)
+    title = "make demo: container orchestrator, the image with real MaxText (-e @tests/cluster/maxtext/cpu.yml)"
+    write(inventories["demo"], inventory(a, title, "container", demo + DEMO_FLEET))
     write(a.out / "ssh_config", ssh_config(a, a.out / "ssh_config"))
     return 0
 

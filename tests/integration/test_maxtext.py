@@ -250,8 +250,8 @@ def test_slow_node_fails_on_the_throughput_threshold(
     assert check["status"] == "FAIL" and check["kind"] == "min" and check["threshold"] == {"min": 100.0}
     assert 30 < check["value"] < 45  # 150 TFLOP/s / 4
     # the message names the metric, the value and the threshold
-    assert re.search(r"tflops_per_device 3\d\.\d+ < min 100\.0", slow["reason"]), slow["reason"]
-    assert re.search(r"FAILED on node2: metric check failed: tflops_per_device 3\d\.\d+ < min 100\.0", out)
+    assert re.search(r"tflops_per_device 3\d\.\d+ TFLOP/s < min 100\.0 TFLOP/s", slow["reason"]), slow["reason"]
+    assert re.search(r"FAILED on node2: metric check failed: tflops_per_device 3\d\.\d+ TFLOP/s < min 100\.0", out)
     assert _last_step(Path(slow["log"])) == STEPS - 1
     _assert_nothing_left(node_exec, results, tmp_path)
 
@@ -367,17 +367,24 @@ def test_upstream_threshold_file_judges_with_upstream_metric_names(
     results = _results(tmp_path)
     assert results["node1"]["status"] == "PASS" and results["node3"]["status"] == "PASS", out[-3000:]
     rows = {n: {m["metric"]: m for m in rec["metrics"]} for n, rec in results.items()}
-    slow = rows["node2"]["tflops_per_sec_per_gpu"]
+    # one row per metric, under this collection's name: upstream's names are aliases (the threshold names one)
+    slow = rows["node2"]["tflops_per_device"]
     assert slow["status"] == "FAIL" and slow["threshold"] == {"min": 100.0} and 30 < slow["value"] < 45
-    assert re.search(r"FAILED on node2: metric check failed: tflops_per_sec_per_gpu 3\d\.\d+ < min 100\.0", out)
+    assert slow["aliases"] == ["tflops_per_sec_per_gpu"] and slow["unit"] == "TFLOP/s"
+    assert re.search(
+        r"FAILED on node2: metric check failed: tflops_per_device 3\d\.\d+ TFLOP/s < min 100\.0 TFLOP/s "
+        r"\(threshold given as tflops_per_sec_per_gpu: min 100\.0\)",
+        out,
+    )
     for node in ("node1", "node3"):
         got = rows[node]
-        assert got["tflops_per_sec_per_gpu"]["status"] == "PASS"
+        assert got["tflops_per_device"]["status"] == "PASS"
+        assert not {"tflops_per_sec_per_gpu", "step_time_p95_ms", "step_time_seconds"} & set(got), sorted(got)
         total = got["tokens_per_sec_total"]
-        assert total["status"] == "RECORD"
+        assert total["status"] == "RECORD" and total["unit"] == "tokens/s"
         assert total["value"] == pytest.approx(got["tokens_per_device"]["value"] * 8 * 3)
-        p95 = got["step_time_p95_ms"]
-        assert p95["status"] == "PASS" and p95["value"] == pytest.approx(got["step_time_p95"]["value"] * 1000)
+        p95 = got["step_time_p95"]  # upstream's step_time_p95_ms max 3600000 (ms), judged in s
+        assert p95["status"] == "PASS" and p95["threshold"] == {"max": 3600.0} and p95["unit"] == "s"
         assert got["loss_decreased"]["status"] == "RECORD" and got["steps_to_target"]["value"] is None
 
 

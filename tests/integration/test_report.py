@@ -176,6 +176,69 @@ def test_html_report_fits_desktop_and_phone(
     assert shot.stat().st_size > 10_000
 
 
+# upstream CVS's names of MaxText metrics: accepted in thresholds, never a row of their own
+UPSTREAM_NAMES = {
+    "tflops_per_sec_per_gpu",
+    "tokens_per_sec_per_gpu",
+    "step_time_seconds",
+    "step_time_mean_ms",
+    "step_time_p50_ms",
+    "step_time_p95_ms",
+    "eval_loss",
+}
+
+
+def test_metrics_carry_their_units_one_row_each_and_targets_as_thresholds(failed_run: dict[str, Any]) -> None:
+    """Every metric row says its unit (declared by the check that made it), every metric is one row under one name,
+    and RVS's target GFLOPS is the threshold of the measured GFLOPS, not a measurement of its own."""
+    data = json.loads((failed_run["run_dir"] / "results.json").read_text())
+    for node, row in data["nodes"].items():
+        for check, rec in row["checks"].items():
+            names = [m["metric"] for m in rec["metrics"]]
+            assert len(names) == len(set(names)), (node, check, names)
+            for m in rec["metrics"]:
+                assert isinstance(m["unit"], str), (node, check, m)
+                assert "target" not in m["metric"] and m["metric"] not in UPSTREAM_NAMES, (node, check, m)
+    maxtext = {m["metric"]: m for m in data["nodes"]["node1"]["checks"]["maxtext"]["metrics"]}
+    units = [maxtext[k]["unit"] for k in ("tflops_per_device", "tokens_per_device", "step_time_mean", "steps")]
+    assert units == ["TFLOP/s", "tokens/s", "s", ""], units
+    assert maxtext["step_time_mean"]["aliases"] == ["step_time_mean_ms", "step_time_seconds"]
+    gst = next(m for m in data["nodes"]["node2"]["checks"]["rvs"]["metrics"] if m["metric"] == "gst_single gflops")
+    assert gst["unit"] == "GFLOP/s" and gst["status"] == "FAIL" and list(gst["threshold"]) == ["min"], gst
+    fleet = [(r["check"], r["metric"], r["unit"]) for r in data["fleet"]["metrics"]]
+    names = [f"{c} {m}" for c, m, _u in fleet]
+    assert len(names) == len(set(names)), names
+    assert not [n for n in names if "target" in n or n.split()[-1] in UPSTREAM_NAMES], names
+    assert all(isinstance(u, str) and u for _c, _m, u in fleet), fleet
+    page = (failed_run["run_dir"] / "report.html").read_text()
+    assert "target_gflops" not in page and "tflops_per_sec_per_gpu</td>" not in page
+
+
+def test_first_screen_shows_what_differs_and_folds_the_rest(failed_run: dict[str, Any], tmp_path: Path) -> None:
+    """The fleet table on the first screen holds the metrics with an outlier or a spread between nodes; the ones
+    every node agrees on are one line (a closed details section); recorded-only metrics are folded per node."""
+    run_dir = failed_run["run_dir"]
+    data = json.loads((run_dir / "results.json").read_text())
+    rows = data["fleet"]["metrics"]
+    differ = {r["metric"] for r in rows if r["spread"] is not None and r["spread"] >= 0.01}
+    differ |= {r["metric"] for r in rows if any(c["status"] == "OUTLIER" for c in r["nodes"].values())}
+    agree = {r["metric"] for r in rows} - differ
+    assert "gst_single gflops" in differ and {"tflops_per_device", "step_time_mean"} <= agree, (differ, agree)
+    first = measure(run_dir / "report.html", 1400, 900, tmp_path)["first"]
+    folded = (
+        f"{len(rows) - len(differ)} more metric(s) agree on every node (values within 1% of the median, no outlier)"
+    )
+    assert folded in first, first
+    assert "gst_single gflops" in first and not agree & set(first), sorted(agree & set(first))
+    page = (run_dir / "report.html").read_text()
+    start = page.index('data-node="node1" data-check="maxtext"')
+    checked, recorded = page[start : page.index("</details></td>", start)].split('<details class="recorded">')
+    assert 'class="RECORD"' not in checked and re.match(r"<summary>\d+ recorded metric\(s\)</summary>", recorded)
+    junit = ET.fromstring((run_dir / "junit.xml").read_text())
+    out = junit.find("./testsuite[@name='maxtext']/testcase[@name='node1']/system-out").text or ""  # type: ignore[union-attr]
+    assert "[RECORD]" not in out and re.search(r"^recorded: steps 8; ", out, re.M), out
+
+
 def test_sigint_disposes_and_keeps_partial_results(cluster: Any, tmp_path: Path) -> None:
     """Ctrl-C during the container run: ansible-playbook stops, the finish_on_interrupt callback disposes of the
     run's containers on every node and writes the final report, marked incomplete, under the same run id."""

@@ -4,7 +4,7 @@
 page's own script and reads the layout) in a ``width`` x ``height`` iframe of a wrapper page (headless Chromium
 lays ``--dump-dom`` pages out at least 500 px wide, so a 390 px window needs the frame); the script posts the
 numbers to the wrapper, which writes them into its DOM; ``--dump-dom`` returns them: scrollWidth, innerWidth,
-the text shown in the first screen, the elements
+the text shown in the first screen (not what a closed ``<details>`` hides), the elements
 wider than the window, the plots drawn. Everything is local: a fresh profile, no network features.
 """
 
@@ -37,6 +37,7 @@ var r={scrollWidth:d.scrollWidth, innerWidth:W, innerHeight:H, first:[], wide:[]
 var all=document.body.getElementsByTagName('*');
 for(var i=0;i<all.length;i++){var e=all[i], b=e.getBoundingClientRect();
  if(b.width===0&&b.height===0)continue;
+ if(e.checkVisibility&&!e.checkVisibility())continue;
  if(b.right>W+0.5&&r.wide.length<20)r.wide.push(e.tagName+(e.id?'#'+e.id:'')+'.'
    +String(e.className.baseVal||e.className)+' '+Math.round(b.right));
  if(b.top<H&&b.bottom>0&&e.childElementCount===0&&e.textContent.trim())r.first.push(e.textContent.trim());}

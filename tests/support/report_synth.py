@@ -13,7 +13,8 @@ import random
 from pathlib import Path
 from typing import Any, Mapping, Optional
 
-from ansible_collections.cvs.cluster.plugins.plugin_utils._maxtext.metrics import parse_steps
+from ansible_collections.cvs.cluster.plugins.plugin_utils._maxtext.cvs_thresholds import upstream_metrics
+from ansible_collections.cvs.cluster.plugins.plugin_utils._maxtext.metrics import metric_rows, parse_steps
 from ansible_collections.cvs.cluster.plugins.plugin_utils._metrics.fleet import series_from_steps
 from ansible_collections.cvs.cluster.plugins.plugin_utils._report.check_record import SCHEMA
 from ansible_collections.cvs.cluster.plugins.plugin_utils._rvs.record import check_rows
@@ -41,25 +42,26 @@ def maxtext_log(node: str, slow: float = 1.0, steps: int = 20, nan_at: Optional[
     return "\n".join(out) + "\n"
 
 
+MAXTEXT_THRESHOLDS = {"tflops_per_device": {"min": 100.0}, "final_loss": {"record": True}}
+
+
 def _maxtext(node: str, slow: float, status: str = "PASS", log: Optional[str] = None) -> dict[str, Any]:
     tflops = 150.0 / slow
+    summary = {
+        "steps": 20, "last_step": 19, "tflops_per_device": tflops, "tokens_per_device": 9000.0 / slow,
+        "step_time_mean": 0.05 * slow, "step_time_p50": 0.05 * slow, "step_time_p95": 0.0505 * slow,
+        "final_loss": 1.2882000000000002, "loss_decreased": True, "nan_steps": [], "measured_steps": 19,
+        "eval_steps": 0, "final_eval_loss": None,
+    }  # fmt: skip
+    summary = {**upstream_metrics(summary, 1, 8, None), **summary}  # as _maxtext/verdict.py keeps it
     return {
         "schema": SCHEMA,
         "check": "maxtext",
         "node": node,
         "status": status,
         "reason": "completed 20 steps; 1 threshold(s) met",
-        "metrics": [
-            {"metric": "tflops_per_device", "value": tflops, "status": "PASS" if tflops >= 100 else "FAIL",
-             "kind": "min", "threshold": {"min": 100.0}, "message": f"tflops_per_device {tflops} >= min 100.0"},
-            {"metric": "final_loss", "value": 1.2882000000000002, "status": "RECORD", "kind": "record",
-             "threshold": None, "message": "recorded"},
-        ],
-        "summary": {
-            "steps": 20, "last_step": 19, "tflops_per_device": tflops, "tokens_per_device": 9000.0 / slow,
-            "step_time_mean": 0.05 * slow, "step_time_p50": 0.05 * slow, "step_time_p95": 0.0505 * slow,
-            "final_loss": 1.2882000000000002, "loss_decreased": True, "nan_steps": [], "measured_steps": 19,
-        },
+        "metrics": metric_rows(summary, MAXTEXT_THRESHOLDS),
+        "summary": summary,
         "lines": [],
         "started": "2026-01-01T10:01:00Z",
         "finished": "2026-01-01T10:01:30Z",
@@ -94,7 +96,8 @@ def _rvs(node: str, fail_gpu: Optional[int] = None) -> dict[str, Any]:
             {"name": "gst_single", "status": "FAIL" if failures else "PASS",
              "reason": "1 failure" if failures else "ok",
              "duration": "0:00:00.029455", "failures": failures, "gpus": GPU_IDS,
-             "metrics": {"GFLOPS": {"min": 1000000.0, "max": 1100000.0, "mean": 1063560.0, "count": 8}}},
+             "metrics": {"gflops": {"min": 1000000.0, "max": 1100000.0, "mean": 1063560.0, "count": 8},
+                         "target_gflops": {"min": 900000.0, "max": 900000.0, "mean": 900000.0, "count": 8}}},
             {"name": "mem", "status": "PASS", "reason": "ok", "duration": "0:00:01.5", "failures": [], "gpus": GPU_IDS},
         ],
         "started": "2026-01-01T10:00:00Z",

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import runpy
 import subprocess
 import sys
 from pathlib import Path
@@ -36,15 +37,17 @@ def load(path: Path) -> dict:
     return yaml.safe_load(path.read_text())
 
 
+DEMO_TIMINGS = ("tflops_per_device", "tokens_per_device", "step_time_mean", "step_time_p50", "step_time_p95")
 LIMITS = ("--hard-nofile", "20000", "--hard-memlock", "8388608", "--hard-nproc", "96367")
 
 
 def test_three_nodes_every_file(tmp_path: Path) -> None:
     out = generate(tmp_path, 3, "--podman", *LIMITS)
     names = ["cluster.json", "inventory-baremetal.yml", "inventory-container.yml", "inventory-podman.yml"]
+    names += ["inventory-demo.yml", "dri"]
     assert sorted(p.name for p in out.iterdir()) == sorted([*names, "ssh_config"])  # no NAME.tmp left
 
-    for orch in ("baremetal", "container", "podman"):
+    for orch in ("baremetal", "container", "podman", "demo"):
         inv = load(out / f"inventory-{orch}.yml")
         assert set(inv) == {"all"}
         assert set(inv["all"]["children"]) == {"cvs_nodes", "cvs_head"}
@@ -63,7 +66,7 @@ def test_three_nodes_every_file(tmp_path: Path) -> None:
         container = avars["cvs_container"]
         assert {k: container[k] for k in ("lifetime", "image", "name", "ssh_port")} == {
             "lifetime": "per_run",
-            "image": IMAGE,
+            "image": "cvs-sim-maxtext:latest" if orch == "demo" else IMAGE,  # make demo trains real MaxText
             "name": "cvs-node",
             "ssh_port": 2224,
         }
@@ -75,11 +78,19 @@ def test_three_nodes_every_file(tmp_path: Path) -> None:
         assert args["shm_size"] == "256m"
         nproc = ["nproc:32768:32768"] if orch == "podman" else []
         assert args["ulimits"] == ["nofile:20000:20000", *nproc, "memlock:8388608:8388608"]
+        # as many render nodes in the workload namespace as the stand-in amd-smi lists GPUs
+        assert args["volumes"] == [f"{out}/dri:/dev/dri:ro"]
+        # only the demo, real MaxText on CPUs the nodes share, leaves its timings out of the fleet comparison
+        fleet = avars.get("cvs_fleet", {}).get("metrics")
+        assert fleet == (dict.fromkeys(DEMO_TIMINGS, "ignore") if orch == "demo" else None), fleet
 
+    assert sorted(p.name for p in (out / "dri").iterdir()) == [f"renderD{128 + i}" for i in range(8)]
+    amd_smi = runpy.run_path(str(CLUSTER / "image" / "stand-ins" / "opt" / "rocm" / "bin" / "amd-smi"))
+    assert len(amd_smi["GPUS"]) == 8  # the stand-in amd-smi's GPUs
     data = json.loads((out / "cluster.json").read_text())
     assert data["subnet"] == "10.77.0.0/24" and data["gateway"] == "10.77.0.1" and data["ssh_port"] == 22
     assert data["inventories"] == {
-        orch: str(out / f"inventory-{orch}.yml") for orch in ("baremetal", "container", "podman")
+        orch: str(out / f"inventory-{orch}.yml") for orch in ("baremetal", "container", "podman", "demo")
     }
     assert data["ssh_config"] == str(out / "ssh_config")
     assert [n["ip"] for n in data["nodes"]] == ["10.77.0.11", "10.77.0.12", "10.77.0.13"]

@@ -18,6 +18,11 @@ Facts the parser relies on (see docs/formats.md):
 * extra fields (``main_model_loss``, ``mtp_loss``, ...) may follow ``loss``.
 
 Nothing here is anchored at the start of a line.
+
+The metrics' units and names are declared here, where they are made: :data:`UNITS` (each metric of
+:func:`maxtext_metrics` and of upstream CVS's that has no name here), :data:`ALIASES` (upstream CVS's names for
+metrics of :func:`maxtext_metrics`, accepted in thresholds and shown as aliases only) and :func:`metric_rows`, the
+record's metric rows.
 """
 
 from __future__ import annotations
@@ -25,17 +30,22 @@ from __future__ import annotations
 import math
 import re
 from collections import OrderedDict
-from typing import Any, Dict, Iterable, List, Optional, Union
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple, Union
+
+from ansible_collections.cvs.cluster.plugins.plugin_utils._metrics.thresholds import evaluate_thresholds
 
 __all__ = [
+    "ALIASES",
     "DEFAULT_ERROR_PATTERNS",
     "DEFAULT_IGNORE_ERROR_PATTERNS",
     "ECHO_ERRORS",
     "EVAL_RE",
     "JOINING_RE",
     "STEP_RE",
+    "UNITS",
     "completion_marker",
     "maxtext_metrics",
+    "metric_rows",
     "parse_eval",
     "parse_steps",
 ]
@@ -375,3 +385,49 @@ def completion_marker(steps: int) -> str:
     """
     count = _check_int("steps", steps, 1)
     return rf"completed step:\s*{count - 1},"
+
+
+#: The unit of every metric of a MaxText record ('' for counts, losses and yes/no): those of
+#: :func:`maxtext_metrics` and upstream CVS's metrics that have no name here (_maxtext/cvs_thresholds.py).
+UNITS: Dict[str, str] = {
+    "steps": "",
+    "last_step": "",
+    "tflops_per_device": "TFLOP/s",
+    "tokens_per_device": "tokens/s",
+    "step_time_mean": "s",
+    "step_time_p50": "s",
+    "step_time_p95": "s",
+    "final_loss": "",
+    "loss_decreased": "",
+    "nan_steps": "",
+    "measured_steps": "",
+    "eval_steps": "",
+    "final_eval_loss": "",
+    "tokens_per_sec_total": "tokens/s",
+    "scaling_efficiency_pct": "%",
+    "steps_to_target": "",
+    "time_to_target_seconds": "s",
+}
+
+#: Upstream CVS's names of metrics that have one here: ``{upstream name: (name here, factor)}``, the upstream
+#: value being ``factor`` x ours (its step times are in ms). A threshold may use either name; the record has one
+#: row per metric, under the name here, listing the upstream names as ``aliases``.
+ALIASES: Dict[str, Tuple[str, float]] = {
+    "tflops_per_sec_per_gpu": ("tflops_per_device", 1.0),
+    "tokens_per_sec_per_gpu": ("tokens_per_device", 1.0),
+    "step_time_seconds": ("step_time_mean", 1.0),
+    "step_time_mean_ms": ("step_time_mean", 1000.0),
+    "step_time_p50_ms": ("step_time_p50", 1000.0),
+    "step_time_p95_ms": ("step_time_p95", 1000.0),
+    "eval_loss": ("final_eval_loss", 1.0),
+}
+
+
+def metric_rows(summary: Mapping[str, Any], thresholds: Optional[Mapping[str, Any]]) -> List[Dict[str, Any]]:
+    """The record's metric rows: one per metric of ``summary`` (upstream's names left out, they are aliases),
+    each with its unit, checked against ``thresholds`` (keyed by either name); a metric without a value and without
+    a threshold has no row; the rows in the order of :data:`UNITS`. Raises ValueError for a bad threshold, or two
+    thresholds for one metric."""
+    order = {name: index for index, name in enumerate(UNITS)}
+    ordered = {k: summary[k] for k in sorted(summary, key=lambda k: order.get(str(k), len(order)))}
+    return evaluate_thresholds(ordered, thresholds, units=UNITS, aliases=ALIASES, drop_missing=True)

@@ -21,8 +21,7 @@ from ansible_collections.cvs.cluster.plugins.plugin_utils._maxtext.cvs_threshold
     threshold_cell,
     upstream_metrics,
 )
-from ansible_collections.cvs.cluster.plugins.plugin_utils._maxtext.metrics import maxtext_metrics
-from ansible_collections.cvs.cluster.plugins.plugin_utils._metrics.thresholds import evaluate_thresholds
+from ansible_collections.cvs.cluster.plugins.plugin_utils._maxtext.metrics import maxtext_metrics, metric_rows
 
 __all__ = ["check_settings", "input_problems", "known_metrics", "threshold_problems"]
 
@@ -156,7 +155,7 @@ def threshold_problems(thresholds: Any, cell: Any = "") -> tuple[dict[str, Any],
         except CvsThresholdError as exc:
             return {}, [f"maxtext_thresholds: {exc}"]
     try:
-        evaluate_thresholds({}, thresholds)
+        metric_rows({}, thresholds)
     except ValueError as exc:
         return {}, [f"maxtext_thresholds: {exc}"]
     known = known_metrics()

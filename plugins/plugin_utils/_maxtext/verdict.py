@@ -24,10 +24,10 @@ from ansible_collections.cvs.cluster.plugins.plugin_utils._maxtext.failure impor
 from ansible_collections.cvs.cluster.plugins.plugin_utils._maxtext.metrics import (
     JOINING_RE,
     maxtext_metrics,
+    metric_rows,
     parse_steps,
 )
 from ansible_collections.cvs.cluster.plugins.plugin_utils._metrics.fleet import series_from_steps
-from ansible_collections.cvs.cluster.plugins.plugin_utils._metrics.thresholds import evaluate_thresholds
 from ansible_collections.cvs.cluster.plugins.plugin_utils._slurm import step_state
 
 __all__ = ["check_record", "node_view", "run_verdicts", "slurm_steps"]
@@ -123,7 +123,7 @@ def _metrics(text: str, facts: Mapping[str, Any]) -> tuple[dict[str, Any], list[
         ),
         **summary,
     }
-    return summary, evaluate_thresholds(summary, facts.get("thresholds") or {})
+    return summary, metric_rows(summary, facts.get("thresholds") or {})
 
 
 def _record_facts(facts: Mapping[str, Any]) -> dict[str, Any]:

@@ -6,9 +6,16 @@ nodes that have a finite value, and each node's relative deviation from it.
 A node beyond the tolerance on the bad side is an OUTLIER:
 
 * throughput-type metrics (higher is better: TFLOP/s, tokens/s, GFLOPS,
-  bandwidth): more than ``tolerance`` below the median;
+  bandwidth, any metric whose declared unit is a rate, ``.../s``): more than
+  ``tolerance`` below the median;
 * time-type metrics (lower is better: step time, seconds, latency): more
   than ``tolerance`` above the median.
+
+The values are the check records' metric rows (one row per metric, in the
+unit the check declares: a target a tool printed is a row's threshold, not a
+row), so every metric is compared once, under one name, and carries its unit.
+Each row also says its ``spread`` (max - min over the median): the report
+shows the metrics that differ between nodes and folds the rest.
 
 Why a relative tolerance around the median and not a z-score: fleets are often
 3-16 nodes, where a standard deviation is dominated by the outlier itself
@@ -46,8 +53,11 @@ class FleetOptionsError(ValueError):
     """The fleet options are invalid (message names the key)."""
 
 
-def direction_of(metric: str, overrides: Optional[Mapping[str, Any]] = None) -> Optional[str]:
-    """``higher``/``lower`` for a metric worth comparing, None otherwise (override by exact name first)."""
+def direction_of(
+    metric: str, overrides: Optional[Mapping[str, Any]] = None, unit: Optional[str] = None
+) -> Optional[str]:
+    """``higher``/``lower`` for a metric worth comparing, None otherwise (override by exact name first, then the
+    name, then a declared ``unit`` that is a rate: ``GB/s``, ``TFLOP/s``, ... are higher-is-better)."""
     if overrides and metric in overrides:
         d = overrides[metric]
         d = d.get("direction") if isinstance(d, Mapping) else d
@@ -56,6 +66,8 @@ def direction_of(metric: str, overrides: Optional[Mapping[str, Any]] = None) -> 
         return HIGHER
     if _LOWER.search(metric):
         return LOWER
+    if isinstance(unit, str) and unit.endswith("/s"):
+        return HIGHER
     return None
 
 
@@ -117,10 +129,23 @@ def _json_number(v: Any) -> Any:
     return v if not fmt.is_number(v) or math.isfinite(v) else fmt.number(v)
 
 
+def spread_of(values: Sequence[float], med: Optional[float]) -> Optional[float]:
+    """(max - min) / |median| of finite values, None when it is undefined (fewer than 2 values, median 0)."""
+    if len(values) < 2 or not med:
+        return None
+    return (max(values) - min(values)) / abs(med)
+
+
 def compare_metric(
-    check: str, metric: str, values: Mapping[str, Any], direction: str, tolerance: float
+    check: str,
+    metric: str,
+    values: Mapping[str, Any],
+    direction: str,
+    tolerance: float,
+    unit: Optional[str] = None,
 ) -> tuple[dict[str, Any], list[str]]:
-    """One metric over the fleet: (row, not-compared notes). ``values``: {node: value}."""
+    """One metric over the fleet: (row, not-compared notes). ``values``: {node: value}; ``unit``: the unit its
+    check declares (None: unknown)."""
     notes: list[str] = []
     finite = {n: float(v) for n, v in values.items() if fmt.is_number(v) and math.isfinite(v)}
     for n, v in values.items():
@@ -129,9 +154,11 @@ def compare_metric(
     row: dict[str, Any] = {
         "check": check,
         "metric": metric,
+        "unit": unit,
         "direction": direction,
         "tolerance": tolerance,
         "median": None,
+        "spread": None,
         "compared": len(finite),
         "nodes": {},
     }
@@ -142,6 +169,7 @@ def compare_metric(
         return row, notes
     med = median(list(finite.values()))
     row["median"] = med
+    row["spread"] = spread_of(list(finite.values()), med)
     if med == 0:
         notes.append(f"{check} {metric}: the fleet median is 0, deviations are undefined")
         return row, notes
@@ -187,33 +215,40 @@ def compare_facts(facts: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]
     return out
 
 
-def collect_values(record: Mapping[str, Any], found: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
-    """{check: {metric: {node: value}}} of the numeric metrics of every node and check.
-
-    From the normalised metric rows of the record, the MaxText ``summary`` of the raw check files
-    (every metric, thresholded or not) and the RVS per-test metric means (``<test> <metric>``).
-    """
-    out: dict[str, dict[str, Any]] = {}
+def _rows(record: Mapping[str, Any]) -> Any:
+    """(node, check, metric row) of every numeric metric row of the record (a test's duration row left out)."""
     for node, row in (record.get("nodes") or {}).items():
         for check, rec in (row.get("checks") or {}).items():
             if rec.get("status") in ("MISSING",):
                 continue
-            per = out.setdefault(check, {})
-            raw = (found.get(node) or {}).get(check)
-            raw = raw if isinstance(raw, Mapping) else {}
-            summary = raw.get("summary")
-            for k, v in summary.items() if isinstance(summary, Mapping) else ():
-                if fmt.is_number(v):
-                    per.setdefault(str(k), {})[node] = v
-            for t in raw.get("tests") or []:
-                if isinstance(t, Mapping) and isinstance(t.get("metrics"), Mapping):
-                    for k, v in t["metrics"].items():
-                        mean = v.get("mean") if isinstance(v, Mapping) else v
-                        if fmt.is_number(mean):
-                            per.setdefault(f"{t.get('name', '?')} {k}", {})[node] = mean
             for m in rec.get("metrics") or []:
                 if fmt.is_number(m.get("value")) and m.get("kind") != "test":
-                    per.setdefault(str(m.get("metric")), {}).setdefault(node, m["value"])
+                    yield node, check, m
+
+
+def collect_values(
+    record: Mapping[str, Any], found: Optional[Mapping[str, Mapping[str, Any]]] = None
+) -> dict[str, dict[str, Any]]:
+    """{check: {metric: {node: value}}} of the numeric metrics of every node and check.
+
+    From the normalised metric rows of the record only: one row per metric, under its one name (a check that
+    knows other names for it lists them as the row's ``aliases``; a target is a threshold, not a row). ``found``
+    (the raw check files) is not read; it is accepted for callers that pass it.
+    """
+    out: dict[str, dict[str, Any]] = {}
+    for check in record.get("checks") or []:
+        out.setdefault(str(check), {})
+    for node, check, m in _rows(record):
+        out.setdefault(check, {}).setdefault(str(m.get("metric")), {}).setdefault(node, m["value"])
+    return {c: per for c, per in out.items() if per}
+
+
+def collect_units(record: Mapping[str, Any]) -> dict[str, dict[str, str]]:
+    """{check: {metric: unit}}: the unit the check declares for each numeric metric (the first row that has one)."""
+    out: dict[str, dict[str, str]] = {}
+    for _node, check, m in _rows(record):
+        if isinstance(m.get("unit"), str):
+            out.setdefault(check, {}).setdefault(str(m.get("metric")), m["unit"])
     return out
 
 
@@ -222,8 +257,10 @@ def compare(
     nodes: Sequence[str],
     facts: Mapping[str, Mapping[str, Any]],
     options: Optional[Mapping[str, Any]] = None,
+    units: Optional[Mapping[str, Mapping[str, str]]] = None,
 ) -> dict[str, Any]:
-    """The fleet section of results.json (see docs/results.md)."""
+    """The fleet section of results.json (see docs/results.md); ``units``: {check: {metric: unit}}."""
+    units = units or {}
     opts = parse_options(options)
     rows: list[dict[str, Any]] = []
     notes: list[str] = []
@@ -231,11 +268,12 @@ def compare(
         notes.append(f"single node ({', '.join(nodes) or 'none'}): no fleet to compare metrics or facts with")
     for check in sorted(values):
         for metric in sorted(values[check]):
-            direction = direction_of(metric, opts["metrics"])
+            unit = (units.get(check) or {}).get(metric)
+            direction = direction_of(metric, opts["metrics"], unit)
             if direction is None or len(nodes) < 2:
                 continue
             tol = opts["metrics"].get(metric, {}).get("tolerance", opts["tolerance"])
-            row, more = compare_metric(check, metric, values[check][metric], direction, tol)
+            row, more = compare_metric(check, metric, values[check][metric], direction, tol, unit)
             missing = [n for n in nodes if n not in values[check][metric]]
             if missing and row["compared"] >= 1:
                 more.append(f"{check} {metric}: no value on {', '.join(missing)}")
@@ -248,9 +286,9 @@ def compare(
                 continue
             side = "below" if row["direction"] == HIGHER else "above"
             reason = (
-                f"{row['metric']} {fmt.value(cell['value'], row['metric'])} is {abs(cell['deviation']) * 100:.1f}% "
-                f"{side} the fleet median {fmt.value(row['median'], row['metric'])} "
-                f"(tolerance {row['tolerance'] * 100:g}%)"
+                f"{row['metric']} {fmt.value(cell['value'], row['metric'], row['unit'])} is "
+                f"{abs(cell['deviation']) * 100:.1f}% {side} the fleet median "
+                f"{fmt.value(row['median'], row['metric'], row['unit'])} (tolerance {row['tolerance'] * 100:g}%)"
             )
             outliers.append(
                 {
@@ -296,7 +334,7 @@ def annotate(
         return record
     nodes = list(record.get("nodes") or {})
     facts = {n: (record["nodes"][n].get("facts") or {}) for n in nodes}
-    fleet = compare(collect_values(record, found), nodes, facts, options)
+    fleet = compare(collect_values(record), nodes, facts, options, collect_units(record))
     record["fleet"] = fleet
     summary = record.setdefault("summary", {})
     summary["outlier_nodes"] = fleet["outlier_nodes"]

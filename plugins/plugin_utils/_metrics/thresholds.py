@@ -23,19 +23,28 @@ inclusive.
 A missing, None, non-numeric or NaN value checked against a bound FAILs;
 ``inf`` is compared like any number. Metrics without a threshold are
 RECORDed, as are thresholds of the record form.
+
+One name per metric: a check that knows other names for its metrics (MaxText's
+upstream CVS names, ``step_time_p95_ms`` for ``step_time_p95`` in ms) passes
+them as ``aliases``; a threshold given under an alias is converted to the
+metric's own name and unit, and the alias is only shown as one
+(``aliases`` of the row, and the message). Each row carries the ``unit`` its
+check declares for the metric.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
-__all__ = ["ALLOWED_KEYS", "STATUSES", "evaluate_thresholds"]
+__all__ = ["ALLOWED_KEYS", "STATUSES", "canonical_thresholds", "evaluate_thresholds"]
 
 STATUSES = ("PASS", "FAIL", "RECORD")
 #: Keys a threshold mapping may hold.
 ALLOWED_KEYS = ("min", "max", "target", "tolerance", "abs_tolerance", "record")
+#: Keys whose value is in the metric's unit (converted with an alias's factor); ``tolerance`` is a fraction.
+_SCALED_KEYS = ("min", "max", "target", "abs_tolerance")
 _KINDS_TEXT = "min, max (or both), target (with optional tolerance as a fraction or 'N%', or abs_tolerance), record"
 
 
@@ -162,26 +171,33 @@ def _parse(metric: str, threshold: Any) -> Tuple[str, Dict[str, Any]]:
     return ("min" if "min" in spec else "max"), spec
 
 
-def _describe(kind: str, spec: Dict[str, Any]) -> str:
+def _quantity(unit: Optional[str]) -> Callable[[Any], str]:
+    """``_fmt`` followed by the unit (none for '' or None)."""
+    return lambda value: f"{_fmt(value)} {unit}" if unit else _fmt(value)
+
+
+def _describe(kind: str, spec: Dict[str, Any], unit: str = "") -> str:
+    q = _quantity(unit)
     if kind == "min":
-        return f"min {_fmt(spec['min'])}"
+        return f"min {q(spec['min'])}"
     if kind == "max":
-        return f"max {_fmt(spec['max'])}"
+        return f"max {q(spec['max'])}"
     if kind == "range":
-        return f"range [{_fmt(spec['min'])}, {_fmt(spec['max'])}]"
+        return f"range [{q(spec['min'])}, {q(spec['max'])}]"
     target = spec["target"]
     if isinstance(target, bool):
         return f"target {_fmt(target)}"
     if "tolerance" in spec:
-        return f"target {_fmt(target)} +/-{spec['tolerance'] * 100:g}%"
+        return f"target {q(target)} +/-{spec['tolerance'] * 100:g}%"
     if "abs_tolerance" in spec:
-        return f"target {_fmt(target)} +/-{_fmt(spec['abs_tolerance'])}"
-    return f"target {_fmt(target)} (exact)"
+        return f"target {q(target)} +/-{q(spec['abs_tolerance'])}"
+    return f"target {q(target)} (exact)"
 
 
-def _check(metric: str, value: Any, kind: str, spec: Dict[str, Any], present: bool) -> Tuple[str, str]:
-    """Return (status, message) for a bounded threshold."""
-    want = _describe(kind, spec)
+def _check(metric: str, value: Any, kind: str, spec: Dict[str, Any], present: bool, unit: str = "") -> Tuple[str, str]:
+    """Return (status, message) for a bounded threshold (numbers followed by ``unit``)."""
+    q = _quantity(unit)
+    want = _describe(kind, spec, unit)
     if not present or value is None:
         state = "is missing" if not present else "has no data (None)"
         return "FAIL", f"{metric} {state}; required {want}"
@@ -196,21 +212,21 @@ def _check(metric: str, value: Any, kind: str, spec: Dict[str, Any], present: bo
         return "FAIL", f"{metric} value {value!r} is not a number; required {want}"
     if math.isnan(number):
         return "FAIL", f"{metric} is NaN; required {want}"
-    shown = _fmt(value if isinstance(value, (int, float)) else number)
+    shown = q(value if isinstance(value, (int, float)) else number)
 
     if kind == "min":
         if number >= spec["min"]:
-            return "PASS", f"{metric} {shown} >= min {_fmt(spec['min'])}"
-        return "FAIL", f"{metric} {shown} < min {_fmt(spec['min'])}"
+            return "PASS", f"{metric} {shown} >= min {q(spec['min'])}"
+        return "FAIL", f"{metric} {shown} < min {q(spec['min'])}"
     if kind == "max":
         if number <= spec["max"]:
-            return "PASS", f"{metric} {shown} <= max {_fmt(spec['max'])}"
-        return "FAIL", f"{metric} {shown} > max {_fmt(spec['max'])}"
+            return "PASS", f"{metric} {shown} <= max {q(spec['max'])}"
+        return "FAIL", f"{metric} {shown} > max {q(spec['max'])}"
     if kind == "range":
         if number < spec["min"]:
-            return "FAIL", f"{metric} {shown} < min {_fmt(spec['min'])} ({want})"
+            return "FAIL", f"{metric} {shown} < min {q(spec['min'])} ({want})"
         if number > spec["max"]:
-            return "FAIL", f"{metric} {shown} > max {_fmt(spec['max'])} ({want})"
+            return "FAIL", f"{metric} {shown} > max {q(spec['max'])} ({want})"
         return "PASS", f"{metric} {shown} within {want}"
 
     target = spec["target"]
@@ -221,13 +237,68 @@ def _check(metric: str, value: Any, kind: str, spec: Dict[str, Any], present: bo
     if math.isinf(number):
         ok = False
     relative = f", {deviation / abs(target) * 100:+.2f}%" if target != 0 else ""
-    detail = f"off by {_fmt(deviation)}{relative}"
+    detail = f"off by {q(deviation)}{relative}"
     if ok:
         return "PASS", f"{metric} {shown} within {want} ({detail})"
     return "FAIL", f"{metric} {shown} outside {want} ({detail})"
 
 
-def evaluate_thresholds(metrics: Mapping[str, Any], thresholds: Optional[Mapping[str, Any]]) -> List[Dict[str, Any]]:
+def _scaled(spec: Any, factor: float) -> Any:
+    """A threshold given in an alias's unit (alias value = ``factor`` x metric value), in the metric's unit."""
+    if factor == 1 or not isinstance(spec, Mapping):
+        return dict(spec) if isinstance(spec, Mapping) else spec
+    out = dict(spec)
+    for key in _SCALED_KEYS:
+        value = out.get(key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            out[key] = value / factor
+    return out
+
+
+def canonical_thresholds(
+    thresholds: Optional[Mapping[str, Any]], aliases: Optional[Mapping[str, Any]] = None
+) -> Tuple[Dict[str, Any], Dict[str, Tuple[str, Any]]]:
+    """(thresholds keyed by the metrics' own names, {metric: (alias, threshold as given)} for those given by alias).
+
+    ``aliases``: ``{alias: (metric, factor)}``, the alias's value being ``factor`` x the metric's (1000 for a time
+    in ms of a metric in s). Each threshold is validated under the name it was given; two thresholds for one metric
+    (its name and an alias, or two aliases) raise ValueError naming both.
+    """
+    if thresholds is None:
+        thresholds = {}
+    if not isinstance(thresholds, Mapping):
+        raise ValueError(f"thresholds must be a mapping of metric name to threshold, got {type(thresholds).__name__}")
+    aliases = aliases or {}
+    out: Dict[str, Any] = {}
+    given_as: Dict[str, Tuple[str, Any]] = {}
+    named: Dict[str, str] = {}
+    for raw_name, spec in thresholds.items():
+        name = str(raw_name)
+        _parse(name, spec)  # a bad threshold is named as the user wrote it
+        metric, factor = aliases.get(name, (name, 1))
+        if metric in named:
+            first = named[metric]
+            both = f"{first!r} and {name!r}"
+            raise ValueError(
+                f"thresholds {both} name the same metric {metric!r}"
+                + (f" ({', '.join(repr(n) for n in (first, name) if n != metric)} being another name for it)")
+                + "; keep one of them"
+            )
+        named[metric] = name
+        out[metric] = _scaled(spec, float(factor))
+        if metric != name:
+            given_as[metric] = (name, spec)
+    return out, given_as
+
+
+def evaluate_thresholds(
+    metrics: Mapping[str, Any],
+    thresholds: Optional[Mapping[str, Any]],
+    *,
+    units: Optional[Mapping[str, str]] = None,
+    aliases: Optional[Mapping[str, Any]] = None,
+    drop_missing: bool = False,
+) -> List[Dict[str, Any]]:
     """Check ``metrics`` against ``thresholds``; return one result per metric.
 
     Each result is ``{"metric", "value", "status", "kind", "threshold", "message"}``
@@ -237,43 +308,60 @@ def evaluate_thresholds(metrics: Mapping[str, Any], thresholds: Optional[Mapping
     then thresholded metrics that are absent from ``metrics`` (FAIL, unless
     the threshold only records).
 
+    ``units``: ``{metric: unit}`` the check declares; with it every row also has ``unit`` (None for a metric it
+    does not name). ``aliases``: ``{alias: (metric, factor)}`` (see :func:`canonical_thresholds`): values of
+    ``metrics`` under an alias are left out (the metric's own row stands for them), thresholds under an alias
+    judge the metric, and rows of metrics that have aliases list them (``aliases``). ``drop_missing``: leave out
+    metrics whose value is None and that have no threshold (nothing to say about them).
+
     All thresholds are validated before anything is evaluated: an unknown
     key or a malformed bound raises ValueError naming the metric and the
     allowed kinds.
     """
     if not isinstance(metrics, Mapping):
         raise ValueError(f"metrics must be a mapping of metric name to value, got {type(metrics).__name__}")
-    if thresholds is None:
-        thresholds = {}
-    if not isinstance(thresholds, Mapping):
-        raise ValueError(f"thresholds must be a mapping of metric name to threshold, got {type(thresholds).__name__}")
+    aliases = aliases or {}
+    thresholds, given_as = canonical_thresholds(thresholds, aliases)
+    known_as: Dict[str, List[str]] = {}
+    for alias, (metric, _factor) in aliases.items():
+        known_as.setdefault(str(metric), []).append(str(alias))
 
     parsed = {str(name): _parse(str(name), spec) for name, spec in thresholds.items()}
     given = {str(name): spec for name, spec in thresholds.items()}
-    names = [str(name) for name in metrics] + [name for name in parsed if name not in {str(n) for n in metrics}]
+    own = [str(name) for name in metrics if str(name) not in aliases]
+    names = own + [name for name in parsed if name not in set(own)]
     values = {str(name): value for name, value in metrics.items()}
 
     results: List[Dict[str, Any]] = []
     for name in names:
         present = name in values
         value = values.get(name)
+        if drop_missing and value is None and name not in parsed:
+            continue
         kind, spec = parsed.get(name, ("record", {}))
         threshold = dict(given[name]) if isinstance(given.get(name), Mapping) else given.get(name)
         if kind == "record":
             note = "recorded, no threshold"
             if name in parsed:
                 note = "recorded" if present else "recorded, missing"
-            status, message = "RECORD", f"{name} {_fmt(value)} ({note})"
+            status, message = "RECORD", f"{name} {_quantity((units or {}).get(name))(value)} ({note})"
         else:
-            status, message = _check(name, value, kind, spec, present)
-        results.append(
-            {
-                "metric": name,
-                "value": value,
-                "status": status,
-                "kind": kind,
-                "threshold": threshold,
-                "message": message,
-            }
-        )
+            status, message = _check(name, value, kind, spec, present, (units or {}).get(name) or "")
+        if name in given_as:
+            alias, as_given = given_as[name]
+            shown = ", ".join(f"{k} {_fmt(v)}" for k, v in as_given.items()) if isinstance(as_given, Mapping) else ""
+            message += f" (threshold given as {alias}" + (f": {shown})" if shown else ")")
+        row: Dict[str, Any] = {
+            "metric": name,
+            "value": value,
+            "status": status,
+            "kind": kind,
+            "threshold": threshold,
+            "message": message,
+        }
+        if units is not None:
+            row["unit"] = units.get(name)
+        if known_as.get(name):
+            row["aliases"] = sorted(known_as[name])
+        results.append(row)
     return results

@@ -11,9 +11,13 @@ Written by ``cvs.cluster.check_result`` (rvs, maxtext and every suite of docs/ex
 ``node``       the node; the file's directory
 ``status``     ``PASS``, ``FAIL`` or ``ERROR``
 ``reason``     one line saying why
-``metrics``    rows ``{metric, value, unit, threshold, status, kind, message}``; ``status`` one of
-               ``PASS``, ``FAIL``, ``RECORD``; ``value`` a number, a boolean, a list of numbers (the steps
-               where the loss was NaN) or null
+``metrics``    rows ``{metric, value, unit, threshold, status, kind, message, aliases}``; ``status`` one
+               of ``PASS``, ``FAIL``, ``RECORD``; ``value`` a number, a boolean, a list of numbers (the
+               steps where the loss was NaN) or null; ``unit`` what the value is in, declared by the check
+               that made the row (``s``, ``ms``, ``TFLOP/s``, ``tokens/s``, ``GB/s``, ``%``; ``""`` for a
+               count, a loss or yes/no); ``threshold`` the bounds the value was judged against (a target
+               the tool printed goes there, not in a row of its own); ``aliases`` other names of the
+               metric (upstream CVS's), which thresholds may use: one row per metric
 ``lines``      the offending log lines, most telling first
 ``error``      the error pattern that matched: ``{name, pattern, line, ...}`` or null
 ``started``    ``finished``: UTC ``%Y-%m-%dT%H:%M:%SZ`` or null
@@ -88,8 +92,13 @@ def _metric(row: Any, where: str) -> dict[str, Any]:
     for key in ("unit", "kind", "message"):
         if row.get(key) is not None and not isinstance(row[key], str):
             raise CheckRecordError(f"{where}.{key}", f"must be a string or null, got {row[key]!r}"[:300])
+    aliases = row.get("aliases")
+    if aliases is not None and (not isinstance(aliases, list) or not all(isinstance(a, str) for a in aliases)):
+        raise CheckRecordError(f"{where}.aliases", f"must be a list of names, got {aliases!r}"[:300])
     out = {k: row.get(k) for k in _METRIC_KEYS}
     out.update(value=value, status=status, message=row.get("message") or "")
+    if aliases:
+        out["aliases"] = list(aliases)
     return out
 
 

@@ -7,16 +7,19 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from ansible_collections.cvs.cluster.plugins.plugin_utils._report import format as fmt
+from ansible_collections.cvs.cluster.plugins.plugin_utils._report.view import fleet_rows, folded_text
 
 
 def fleet_table(record: Mapping[str, Any], width: int = 100) -> list[str]:
-    """The fleet comparison as a short text table for the end of the console run ([] without one)."""
+    """The fleet comparison as a short text table for the end of the console run ([] without one): the metrics
+    that differ between nodes, one line counting the ones every node agrees on (listed in report.html)."""
     fleet = record.get("fleet")
     if not fleet:
         return []
     lines = [f"fleet comparison: {fleet['status']} (tolerance {fleet['tolerance'] * 100:g}%, median of the fleet)"]
     rows = []
-    for r in fleet.get("metrics") or []:
+    shown, folded = fleet_rows(fleet)
+    for r in shown:
         if r["median"] is None:
             continue
         bad = [
@@ -26,7 +29,9 @@ def fleet_table(record: Mapping[str, Any], width: int = 100) -> list[str]:
             )
             if c["status"] == "OUTLIER"
         ]
-        rows.append((f"{r['check']} {r['metric']}", fmt.value(r["median"], r["metric"]), ", ".join(bad) or "-"))
+        rows.append(
+            (f"{r['check']} {r['metric']}", fmt.value(r["median"], r["metric"], r.get("unit")), ", ".join(bad) or "-")
+        )
     if rows:
         w1 = min(max(len(a) for a, _b, _c in rows), 40)
         w2 = max(len(b) for _a, b, _c in rows)
@@ -34,6 +39,9 @@ def fleet_table(record: Mapping[str, Any], width: int = 100) -> list[str]:
         for a, b, c in rows:
             text = f"  {a[:w1]:<{w1}}  {b:>{w2}}  {c}"
             lines.append(text if len(text) <= width else text[: width - 1] + "…")
+    compared = [r for r in folded if r["median"] is not None]
+    if compared:
+        lines.append(f"  {folded_text(len(compared))}: see report.html")
     lines += [f"  facts: {f['reason']}" for f in fleet.get("facts") or []]
     notes = fleet.get("not_compared") or []
     if notes:

@@ -1,10 +1,12 @@
 """Human formatting of report values (controller only, pure logic).
 
 Used by the renderers (junit.xml, report.html, the console table) and by the
-fleet comparison's messages, so a number reads the same everywhere: units
-where the metric name says what it measures, a sensible number of significant
-digits, durations as ``1.2 s`` / ``3 min 04 s``, booleans as yes/no, empty
-lists as a dash.
+fleet comparison's messages, so a number reads the same everywhere: the unit
+a metric row declares (``unit``, set where the metric is made), a sensible
+number of significant digits, durations as ``1.2 s`` / ``3 min 04 s``,
+booleans as yes/no, empty lists as a dash. Only a row without a declared unit
+(a check record of an older or third-party check) and the run's facts fall
+back on what the name implies (:func:`unit_of`).
 """
 
 from __future__ import annotations
@@ -14,8 +16,10 @@ import re
 from datetime import datetime, timezone
 from typing import Any, Optional
 
-# metric name pattern -> unit, first match wins
+# metric name pattern -> unit, first match wins (the fallback for rows that declare none)
 _UNITS = (
+    (re.compile(r"(^|_)ms$", re.I), "ms"),
+    (re.compile(r"(^|_)pct$", re.I), "%"),
     (re.compile(r"tflop", re.I), "TFLOP/s"),
     (re.compile(r"gflop", re.I), "GFLOP/s"),
     (re.compile(r"tokens?", re.I), "tokens/s"),
@@ -27,7 +31,7 @@ _DURATION = re.compile(r"^(?:(\d+) days?, )?(\d+):(\d\d):(\d\d(?:\.\d+)?)$")
 
 
 def unit_of(metric: Any) -> str:
-    """The unit a metric's name implies ('' when none does)."""
+    """The unit a metric's name implies ('' when none does): the fallback for a row without a declared unit."""
     name = str(metric or "")
     for pattern, unit in _UNITS:
         if pattern.search(name):
@@ -89,8 +93,10 @@ def duration(value: Any) -> str:
     return f"{int(secs // 3600)} h {int(secs % 3600 // 60):02d} min"
 
 
-def value(v: Any, metric: Any = None) -> str:
-    """A metric or fact value for people: number with the metric's unit, duration, yes/no, lists joined."""
+def value(v: Any, metric: Any = None, unit: Optional[str] = None) -> str:
+    """A metric or fact value for people: number with its unit, duration, yes/no, lists joined.
+
+    ``unit``: the unit the row declares ('' for a plain number); None: the unit ``metric``'s name implies."""
     if v is None:
         return "\u2014"
     if isinstance(v, bool):
@@ -99,12 +105,15 @@ def value(v: Any, metric: Any = None) -> str:
         return ", ".join(value(x) for x in v) if v else "\u2014"
     if isinstance(v, dict):
         return ", ".join(f"{k} {value(x)}" for k, x in v.items()) if v else "\u2014"
-    unit = unit_of(metric)
+    if unit is None:
+        unit = unit_of(metric)
     if unit == "s" or (isinstance(v, str) and _DURATION.match(v.strip())):
         return duration(v)
     if is_number(v):
         text = number(v)
-        return f"{text} {unit}" if unit and math.isfinite(v) else text
+        if not unit or not math.isfinite(v):
+            return text
+        return f"{text}{unit}" if unit == "%" else f"{text} {unit}"
     return str(v)
 
 

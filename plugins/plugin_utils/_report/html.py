@@ -9,13 +9,17 @@ from typing import Any, Mapping, Sequence
 
 from ansible_collections.cvs.cluster.plugins.plugin_utils._metrics import fleet as _fleet
 from ansible_collections.cvs.cluster.plugins.plugin_utils._report import format as fmt
-from ansible_collections.cvs.cluster.plugins.plugin_utils._report import plots
+from ansible_collections.cvs.cluster.plugins.plugin_utils._report import history_view, plots
 from ansible_collections.cvs.cluster.plugins.plugin_utils._report.view import (
     FACT_LABELS,
+    fleet_rows,
+    folded_text,
+    metric_value,
     node_order,
     one_line,
     problems,
     run_facts,
+    split_metrics,
     threshold_text,
     tone,
 )
@@ -60,6 +64,7 @@ td.cell .time{flex:none;font-size:.8em;color:#555}
 td.cell details.cell>:not(summary){font-size:.85em}td.cell details.lines summary{cursor:pointer;color:#333}
 table.metrics{margin:.2em 0;font-size:.95em;table-layout:auto}
 table.metrics td,table.metrics th{padding:.05em .3em;border-color:#ddd;overflow-wrap:anywhere}
+.aka{display:block;font-size:.85em;color:#666}details.recorded>summary,details.fleet-quiet>summary{cursor:pointer}
 table.fleet{width:auto;max-width:100%}table.fleet td.num,table.fleet th.num{text-align:right;white-space:nowrap}
 .tools{display:flex;flex-wrap:wrap;gap:.5em;align-items:center;margin:.4em 0}
 .tools input{font:inherit;padding:.25em .4em;min-width:0;flex:1 1 14em;max-width:30em}
@@ -119,16 +124,37 @@ def _short_facts(facts: Mapping[str, Any]) -> str:
     return " · ".join(parts)
 
 
+def _metric_name(m: Mapping[str, Any]) -> str:
+    aliases = ", ".join(str(a) for a in m.get("aliases") or [])
+    return _e(m["metric"]) + (f'<span class="aka">also {_e(aliases)}</span>' if aliases else "")
+
+
 def _metrics_table(rec: Mapping[str, Any]) -> str:
-    rows = ['<table class="metrics"><tr><th>metric</th><th>value</th><th>threshold</th><th>status</th></tr>']
-    for m in rec["metrics"]:
-        rows.append(
-            f'<tr class="{_e(m["status"])}" title="{_e(m.get("message"))}"><td>{_e(m["metric"])}</td>'
-            f"<td>{_e(fmt.value(m.get('value'), m['metric']))}</td><td>{_e(threshold_text(m))}</td>"
-            f"<td>{_e(m['status'])}</td></tr>"
-        )
-    rows.append("</table>")
-    return "".join(rows)
+    """The metrics judged against a threshold as a table; the ones only recorded folded under it."""
+    checked, recorded = split_metrics(rec["metrics"])
+    out = []
+    if checked:
+        rows = ['<table class="metrics"><tr><th>metric</th><th>value</th><th>threshold</th><th>status</th></tr>']
+        for m in checked:
+            rows.append(
+                f'<tr class="{_e(m["status"])}" title="{_e(m.get("message"))}"><td>{_metric_name(m)}</td>'
+                f"<td>{_e(metric_value(m))}</td><td>{_e(threshold_text(m))}</td>"
+                f"<td>{_e(m['status'])}</td></tr>"
+            )
+        rows.append("</table>")
+        out.append("".join(rows))
+    if recorded:
+        rows = [
+            f'<details class="recorded"><summary>{len(recorded)} recorded metric(s)</summary>'
+            '<table class="metrics"><tr><th>metric</th><th>value</th></tr>'
+        ]
+        for m in recorded:  # a message that only restates the value is left out (a report of 256 nodes stays small)
+            message = str(m.get("message") or "")
+            title = "" if message.endswith("(recorded, no threshold)") else f' title="{_e(message)}"'
+            rows.append(f'<tr class="RECORD"{title}><td>{_metric_name(m)}</td><td>{_e(metric_value(m))}</td></tr>')
+        rows.append("</table></details>")
+        out.append("".join(rows))
+    return "".join(out)
 
 
 def _cell(rec: Mapping[str, Any], outlier: Sequence[str] = ()) -> str:
@@ -215,16 +241,18 @@ def _summary(record: Mapping[str, Any]) -> str:
     )
 
 
-def _fleet_section(record: Mapping[str, Any]) -> str:
-    fleet = record.get("fleet")
-    if not fleet:
-        return ""
+def _fleet_table(rows_in: Sequence[Mapping[str, Any]], table_id: str) -> str:
     rows = []
-    for r in fleet.get("metrics") or []:
+    for r in rows_in:
+        unit = r.get("unit")
         vals = [c["value"] for c in r["nodes"].values() if fmt.is_number(c["value"])]
         outl = [n for n, c in r["nodes"].items() if c["status"] == "OUTLIER"]
-        med = fmt.value(r["median"], r["metric"]) if r["median"] is not None else "—"
-        spread = f"{fmt.value(min(vals), r['metric'])} \u2013 {fmt.value(max(vals), r['metric'])}" if vals else "—"
+        med = fmt.value(r["median"], r["metric"], unit) if r["median"] is not None else "—"
+        spread = (
+            f"{fmt.value(min(vals), r['metric'], unit)} \u2013 {fmt.value(max(vals), r['metric'], unit)}"
+            if vals
+            else "—"
+        )
         rows.append(
             f'<tr data-tone="{"warn" if outl else "ok"}"><td>{_e(r["check"])}</td><td>{_e(r["metric"])}</td>'
             f'<td class="opt">{_e(r["direction"])}</td><td class="num">{_e(med)}</td>'
@@ -232,17 +260,31 @@ def _fleet_section(record: Mapping[str, Any]) -> str:
             f'<td class="num opt">{r["compared"]}</td><td class="num opt">{r["tolerance"] * 100:g}%</td>'
             f"<td>{_e(', '.join(outl) or '—')}</td></tr>"
         )
-    notes = fleet.get("not_compared") or []
     head = (
         '<tr><th>check</th><th>metric</th><th class="opt">better</th><th class="num">median</th>'
         '<th class="num opt">range</th><th class="num opt">nodes</th><th class="num opt">tolerance</th>'
         "<th>outliers</th></tr>"
     )
-    table = (
-        f'<div class="scroll"><table class="fleet"><thead>{head}</thead><tbody>{"".join(rows)}</tbody></table></div>'
-        if rows
-        else ""
+    return (
+        f'<div class="scroll"><table class="fleet" id="{table_id}"><thead>{head}</thead>'
+        f"<tbody>{''.join(rows)}</tbody></table></div>"
     )
+
+
+def _fleet_section(record: Mapping[str, Any]) -> str:
+    """The metrics that differ between nodes (an outlier, or a spread of FOLD_SPREAD or more) as a table; the
+    rest folded under one line that counts them."""
+    fleet = record.get("fleet")
+    if not fleet:
+        return ""
+    shown, folded = fleet_rows(fleet)
+    notes = fleet.get("not_compared") or []
+    table = _fleet_table(shown, "fleet-metrics") if shown else ""
+    if folded:
+        table += (
+            f'<details class="fleet-quiet" id="fleet-folded"><summary>{_e(folded_text(len(folded)))}</summary>'
+            f"{_fleet_table(folded, 'fleet-folded-metrics')}</details>"
+        )
     rule = (
         f"A node is an OUTLIER when a throughput metric is more than {fleet['tolerance'] * 100:g}% below the fleet "
         "median, or a time metric that much above it"
@@ -288,6 +330,7 @@ def _plots(record: Mapping[str, Any], order: Sequence[str]) -> str:
                     r["tolerance"],
                     r["direction"],
                     [n for n, c in r["nodes"].items() if c["status"] == "OUTLIER"],
+                    unit=r.get("unit"),
                 )
             )
     grid = data.get("rvs_gpus") or {}
@@ -346,6 +389,7 @@ def to_html(record: Mapping[str, Any]) -> str:
         f"<style>{_CSS}</style></head><body>"
         + _summary(record)
         + _fleet_section(record)
+        + history_view.section(record)
         + _plots(record, order)
         + f'<section id="nodes"><h2>Nodes</h2>{tools}<table id="results"><thead><tr><th class="nodecol">node</th>'
         f"{head}</tr></thead><tbody>{''.join(rows)}</tbody></table></section>"

@@ -10,7 +10,12 @@ from datetime import timezone
 from typing import Any, Mapping, Optional
 
 from ansible_collections.cvs.cluster.plugins.plugin_utils._report import format as fmt
-from ansible_collections.cvs.cluster.plugins.plugin_utils._report.view import metric_text, wall_time
+from ansible_collections.cvs.cluster.plugins.plugin_utils._report.view import (
+    metric_text,
+    metric_value,
+    split_metrics,
+    wall_time,
+)
 
 FAILURE_STATUSES = ("FAIL", "OUTLIER")  # JUnit <failure>; any other status that is not PASS is an <error>
 
@@ -29,8 +34,10 @@ def to_junit(record: Mapping[str, Any]) -> str:
     """JUnit XML valid against Jenkins' junit-10.xsd: one testsuite per check, one testcase per node.
 
     Times are wall times (earliest start to latest finish): nodes run a check in parallel, so summing their
-    times would overstate the run. FAIL and OUTLIER (when the fleet comparison fails the run) give
-    ``<failure>``, every other status that is not PASS an ``<error>`` of that type (never counted as passed).
+    times would overstate the run. A testcase's ``<system-out>`` has a line per metric judged against a
+    threshold and one line for the metrics only recorded. FAIL and OUTLIER (when the fleet comparison fails the
+    run) give ``<failure>``, every other status that is not PASS an ``<error>`` of that type (never counted as
+    passed).
     """
     root = ET.Element("testsuites", name=f"cvs.cluster {record['run_id']}")
     totals = {"tests": 0, "failures": 0, "errors": 0}
@@ -75,7 +82,10 @@ def to_junit(record: Mapping[str, Any]) -> str:
             if rec.get("duration") is not None:
                 out.append(f"duration: {fmt.duration(rec['duration'])}")
             out += [f"{k}: {fmt.value(v, k)}" for k, v in row["facts"].items()]
-            out += [metric_text(m) for m in rec["metrics"]]
+            checked, recorded = split_metrics(rec["metrics"])
+            out += [metric_text(m) for m in checked]
+            if recorded:  # one line: what was only recorded, not judged
+                out.append("recorded: " + "; ".join(f"{m['metric']} {metric_value(m)}" for m in recorded))
             ET.SubElement(case, "system-out").text = _xml_text("\n".join(out))
         for k, v in n.items():
             totals[k] += v

@@ -185,8 +185,11 @@ def bars(
     tolerance: Optional[float] = None,
     direction: str = "higher",
     highlight: Sequence[str] = (),
+    unit: Optional[str] = None,
 ) -> str:
-    """One bar per node, the fleet median as a line and the tolerance limit dashed; outliers red."""
+    """One bar per node, the fleet median as a line and the tolerance limit dashed; outliers red. ``unit``: the
+    metric's declared unit (None: the one its name implies)."""
+    unit = fmt.unit_of(metric) if unit is None else unit
     vals = {n: v for n, v in values.items() if _finite(v)}
     if not vals:
         return ""
@@ -196,11 +199,11 @@ def bars(
     if median is not None and tolerance is not None:
         hi = max(hi, median * (1 + tolerance))
     ax = _Axes((0, max(n, 1)), (lo, hi * 1.05 if hi > 0 else 1.0))
-    body = [ax.frame("node", fmt.unit_of(metric) or metric, xticks=False)]
+    body = [ax.frame("node", unit or metric, xticks=False)]
     width = (W - PAD_L - PAD_R) / max(n, 1)
     for i, (node, v) in enumerate(values.items()):
         x = PAD_L + i * width
-        label = f"{node}: {fmt.value(v, metric)}"
+        label = f"{node}: {fmt.value(v, metric, unit)}"
         if not _finite(v):
             body.append(
                 f'<text class="tick na" x="{x + width / 2:.1f}" y="{ax.py(lo) - 4:.1f}" text-anchor="middle">'
@@ -222,14 +225,14 @@ def bars(
         y = ax.py(median)
         body.append(
             f'<line class="median" x1="{PAD_L}" x2="{W - PAD_R}" y1="{y:.1f}" y2="{y:.1f}">'
-            f"<title>median {_e(fmt.value(median, metric))}</title></line>"
+            f"<title>median {_e(fmt.value(median, metric, unit))}</title></line>"
         )
         if tolerance is not None:
             limit = median * (1 - tolerance) if direction == "higher" else median * (1 + tolerance)
             y = ax.py(limit)
             body.append(
                 f'<line class="limit" x1="{PAD_L}" x2="{W - PAD_R}" y1="{y:.1f}" y2="{y:.1f}">'
-                f"<title>outlier limit {_e(fmt.value(limit, metric))}</title></line>"
+                f"<title>outlier limit {_e(fmt.value(limit, metric, unit))}</title></line>"
             )
     caption = "solid line: fleet median; dashed: outlier limit" if median is not None else ""
     return _figure(fid, title, "".join(body), caption)

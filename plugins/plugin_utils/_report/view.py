@@ -138,16 +138,81 @@ def run_facts(record: Mapping[str, Any]) -> list[tuple[str, str]]:
     return [(k, v) for k, v in out if v]
 
 
+#: A fleet row whose values differ by less than this fraction of the median, and that has no outlier, is folded
+#: (the first screen shows the metrics that differ between nodes).
+FOLD_SPREAD = 0.01
+
+
+def metric_value(m: Mapping[str, Any], key: str = "value") -> str:
+    """A metric row's value (or another number of the row, e.g. ``median``) in the unit the row declares (the unit
+    its name implies when it declares none)."""
+    return fmt.value(m.get(key), m.get("metric"), m.get("unit"))
+
+
+def metric_name(m: Mapping[str, Any]) -> str:
+    """The metric's name, with its other names (upstream CVS's) when the check lists them."""
+    aliases = [str(a) for a in m.get("aliases") or []]
+    return str(m["metric"]) + (f" (also {', '.join(aliases)})" if aliases else "")
+
+
 def threshold_text(m: Mapping[str, Any]) -> str:
+    """What the value was judged against, in the row's unit: ``min 100 TFLOP/s``, ``target 8,600 tokens/s ±5%``;
+    '' for none or a record-only threshold."""
     t = m.get("threshold")
     if t is None:
         return ""
     if isinstance(t, Mapping):
-        return ", ".join(f"{k} {fmt.value(v, m.get('metric') if k != 'tolerance' else None)}" for k, v in t.items())
+        parts = []
+        for k, v in t.items():
+            if k == "record":
+                continue
+            if k == "tolerance" and fmt.is_number(v):
+                parts.append(f"\u00b1{v * 100:g}%")
+            else:
+                parts.append(f"{k} {fmt.value(v, m.get('metric'), m.get('unit'))}")
+        return ", ".join(parts)
     return fmt.value(t)
 
 
 def metric_text(m: Mapping[str, Any]) -> str:
     thr = threshold_text(m)
-    value = fmt.value(m.get("value"), m.get("metric"))
-    return f"{m['metric']} = {value} [{m['status']}]" + (f" ({thr})" if thr else "")
+    return f"{m['metric']} = {metric_value(m)} [{m['status']}]" + (f" ({thr})" if thr else "")
+
+
+def split_metrics(metrics: Iterable[Mapping[str, Any]]) -> tuple[list[Mapping[str, Any]], list[Mapping[str, Any]]]:
+    """(rows judged against a threshold, rows only recorded): the report shows the first and folds the second."""
+    checked, recorded = [], []
+    for m in metrics:
+        (recorded if m.get("status") == "RECORD" else checked).append(m)
+    return checked, recorded
+
+
+def fleet_spread(row: Mapping[str, Any]) -> Optional[float]:
+    """(max - min) / |median| of a fleet row's values (its ``spread``; computed for rows of older reports)."""
+    if "spread" in row:
+        return row["spread"]
+    vals = [c.get("value") for c in (row.get("nodes") or {}).values()]
+    vals = [v for v in vals if fmt.is_number(v)]
+    med = row.get("median")
+    if len(vals) < 2 or not fmt.is_number(med) or not med:
+        return None
+    return (max(vals) - min(vals)) / abs(med)
+
+
+def fleet_rows(fleet: Mapping[str, Any]) -> tuple[list[Mapping[str, Any]], list[Mapping[str, Any]]]:
+    """(rows shown, rows folded) of the fleet comparison: shown are the metrics with an outlier or whose values
+    differ by :data:`FOLD_SPREAD` of the median or more; folded the ones every node agrees on (and those that
+    could not be compared, said in ``not_compared``)."""
+    shown, folded = [], []
+    for row in fleet.get("metrics") or []:
+        outlier = any(c.get("status") == "OUTLIER" for c in (row.get("nodes") or {}).values())
+        spread = fleet_spread(row)
+        (shown if outlier or (spread is not None and spread >= FOLD_SPREAD) else folded).append(row)
+    return shown, folded
+
+
+def folded_text(count: int) -> str:
+    """The line that stands for the folded fleet rows."""
+    return (
+        f"{count} more metric(s) agree on every node (values within {FOLD_SPREAD * 100:g}% of the median, no outlier)"
+    )

@@ -113,7 +113,7 @@ def test_thresholds_met_and_failed() -> None:
     assert good["reason"] == "completed 8 steps; 1 threshold(s) met" and good["coordinator"] is None
     slow = judge(facts("node1", 0, ok_poll(), log(tflops=37.5), thresholds=thresholds, nodes=1))["node1"]
     assert slow["status"] == "FAIL" and slow["failed_node"] == "node1"
-    assert slow["reason"] == "metric check failed: tflops_per_device 37.5 < min 100.0"
+    assert slow["reason"] == "metric check failed: tflops_per_device 37.5 TFLOP/s < min 100.0 TFLOP/s"
     assert slow["lines"] == []  # the log's tail is kept for a failure of the run, not of a threshold
 
 

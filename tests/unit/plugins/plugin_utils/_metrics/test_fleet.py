@@ -128,20 +128,28 @@ def test_single_node_says_it_could_not_compare() -> None:
 def test_missing_nan_inf_and_non_ascii_names_never_crash() -> None:
     names = ["nœud-1", "узел-2", "節点3", "node4"]
     found = synth_found(4, slow={3: 1.3}, names=names)
-    found["узел-2"]["maxtext"]["summary"]["tflops_per_device"] = float("nan")
-    found["節点3"]["maxtext"]["summary"]["tokens_per_device"] = float("inf")
-    del found["nœud-1"]["maxtext"]["summary"]["step_time_p95"]
-    found["nœud-1"]["maxtext"]["metrics"] = []
+
+    def row(node: str, metric: str) -> dict[str, Any]:
+        return next(m for m in found[node]["maxtext"]["metrics"] if m["metric"] == metric)
+
+    # a check record cannot hold NaN or inf (JSON): its row says null, and the fleet "no value"
+    row("узел-2", "tflops_per_device")["value"] = float("nan")
+    row("節点3", "tokens_per_device")["value"] = float("inf")
+    found["nœud-1"]["maxtext"]["metrics"] = [m for m in found["nœud-1"]["maxtext"]["metrics"] if m["kind"] != "min"]
     rec = _record(found)
     fleet = rec["fleet"]
     notes = "\n".join(fleet["not_compared"])
-    assert "tflops_per_device on узел-2: value NaN is not a finite number" in notes
-    assert "tokens_per_device on 節点3: value +inf" in notes
-    assert "step_time_p95: no value on nœud-1" in notes
+    assert "tflops_per_device: no value on nœud-1, узел-2" in notes
+    assert "tokens_per_device: no value on 節点3" in notes
     assert "node4" in fleet["outlier_nodes"]
-    row = next(r for r in fleet["metrics"] if r["metric"] == "tflops_per_device")
-    assert row["nodes"]["узел-2"] == {"value": "NaN", "deviation": None, "status": "NOT_COMPARED"}
     json.dumps(fleet, allow_nan=False)  # the fleet section itself is strict JSON
+    # values that are not finite (the fleet_compare filter's input) are named
+    values = {"m": {"tflops": {"a": float("nan"), "b": 1.0, "c": float("inf"), "d": 1.0}}}
+    direct = _fleet.compare(values, list("abcd"), {})
+    notes = "\n".join(direct["not_compared"])
+    assert "m tflops on a: value NaN is not a finite number" in notes and "m tflops on c: value +inf" in notes
+    assert direct["metrics"][0]["nodes"]["a"] == {"value": "NaN", "deviation": None, "status": "NOT_COMPARED"}
+    json.dumps(direct, allow_nan=False)
 
 
 def test_only_one_node_with_a_metric_and_zero_median() -> None:

@@ -106,7 +106,10 @@ def test_junit_system_out_has_formatted_values() -> None:
     root = ET.fromstring(to_junit(_record(3)))
     out = root.find("./testsuite[@name='maxtext']/testcase[@name='node001']/system-out").text or ""
     assert "tflops_per_device = 150 TFLOP/s [PASS] (min 100 TFLOP/s)" in out
-    assert "final_loss = 1.288 [RECORD]" in out and "duration: 30 s" in out
+    # what was only recorded is one line; units as declared (the step time in s, not guessed from the name)
+    recorded = next(line for line in out.splitlines() if line.startswith("recorded: "))
+    assert "final_loss 1.288;" in recorded and "step_time_p95 0.051 s;" in recorded and "duration: 30 s" in out
+    assert "[RECORD]" not in out
     assert not RAW_NUMBERS.search(out), out
 
 
@@ -221,13 +224,14 @@ def test_bad_input_renders_and_says_what_it_could_not_compare() -> None:
     assert "single node" in page and "all 1 node(s) passed every check" in page
     names = ["nœud-1", "узел-2", "節点3"]
     found = synth_found(3, names=names)
-    found["узел-2"]["maxtext"]["summary"]["tflops_per_device"] = float("nan")
-    found["узел-2"]["maxtext"]["metrics"][0]["value"] = float("nan")
+    row = next(m for m in found["узел-2"]["maxtext"]["metrics"] if m["metric"] == "tflops_per_device")
+    row["value"] = float("nan")  # JSON cannot hold it: the record's row says null, the fleet "no value"
     del found["節点3"]["maxtext"]
     rec = aggregate("ü", CHECKS, {}, found)
     _fleet.annotate(rec, found)
     page = to_html(rec)
-    assert "узел-2" in page and "節点3" in page and "not compared" in page and "NaN" in page
+    assert "узел-2" in page and "節点3" in page and "not compared" in page
+    assert "maxtext tflops_per_device: no value on узел-2" in page
     assert 'data-status="MISSING"' in page
     empty = aggregate("e", CHECKS, {}, {})
     _fleet.annotate(empty, {})
