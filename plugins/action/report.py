@@ -11,7 +11,9 @@ from typing import Any, Mapping
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.cvs.cluster.plugins.modules.report import ARGUMENT_SPEC
+from ansible_collections.cvs.cluster.plugins.plugin_utils._history import report as _history
 from ansible_collections.cvs.cluster.plugins.plugin_utils._report.console import fleet_table
+from ansible_collections.cvs.cluster.plugins.plugin_utils._report.history_view import console_lines
 from ansible_collections.cvs.cluster.plugins.plugin_utils._report.record import (
     ReportError,
     ensure_writable,
@@ -20,6 +22,11 @@ from ansible_collections.cvs.cluster.plugins.plugin_utils._report.record import 
     stats,
     verdict_line,
     write_report,
+)
+from ansible_collections.cvs.cluster.plugins.plugin_utils._run.verdict import (
+    dispose_errors,
+    unwritten_records,
+    with_dispose,
 )
 
 
@@ -60,6 +67,7 @@ class ActionModule(ActionBase):
                 self._nodes(task_vars, args["hosts"], args["nodes"]),
                 complete=args["complete"],
                 fleet=args["fleet"] if args["fleet"] is not None else task_vars.get("cvs_fleet"),
+                history=_history.options_from_vars(task_vars),
             )
             write_error = None
         except ReportError as exc:
@@ -71,17 +79,29 @@ class ActionModule(ActionBase):
             result.update(failed=True, msg=str(exc))
             return result
         run_dir = os.path.join(args["results_dir"], args["run_id"])
+        summary = {**stats(record, run_dir, write_error), **_fleet_summary(record), **_history.summary(record)}
+        # a run whose dispose failed on a node never reads PASS: the line names the nodes and the tool's message
+        errors = self._dispose_errors(task_vars, list(record["nodes"]))
+        status, msg = with_dispose(verdict_line(record, run_dir, write_error), summary["status"], errors)
+        if errors:
+            summary.update(status=status, dispose_errors=[{"node": n, "error": e} for n, e in errors])
         result.update(
             changed=write_error is None,
             files=record["files"],
-            summary={**stats(record, run_dir, write_error), **_fleet_summary(record)},
-            fleet_table=fleet_table(record),
+            summary=summary,
+            fleet_table=fleet_table(record) + console_lines(record),
             nodes=node_statuses(record),
-            msg=verdict_line(record, run_dir, write_error),
+            msg=msg,
         )
         if write_error is not None:  # the summary above is still returned: the playbook can publish and judge it
             result.update(failed=True, write_error=write_error)
         return result
+
+    @staticmethod
+    def _dispose_errors(task_vars: Mapping[str, Any], nodes: list[str]) -> list[tuple[str, str]]:
+        """(node, why dispose failed on it) for the report's nodes (``cvs_dispose_error``, set by validate.yml)."""
+        hostvars = task_vars.get("hostvars") or {}
+        return dispose_errors(nodes, [_host_vars(hostvars, n) for n in nodes])
 
     @staticmethod
     def _nodes(
@@ -90,4 +110,16 @@ class ActionModule(ActionBase):
         """Every requested node of the run with its workload host, facts and problems (see _report.run_nodes)."""
         hostvars = task_vars.get("hostvars") or {}
         raw = getattr(hostvars, "raw_get", None)
-        return run_nodes(task_vars.get("groups") or {}, hostvars, raw, nodes=nodes, hosts=hosts)
+        rows = run_nodes(task_vars.get("groups") or {}, hostvars, raw, nodes=nodes, hosts=hosts)
+        for row in rows.values():  # a verdict check_result could not write: the report names the write error
+            unwritten = unwritten_records(_host_vars(hostvars, row.get("host")))
+            row["errors"] = {**{c: u["error"] for c, u in unwritten.items()}, **(row.get("errors") or {})}
+        return rows
+
+
+def _host_vars(hostvars: Any, host: Any) -> Mapping[str, Any]:
+    try:
+        values = hostvars[host]
+    except (KeyError, TypeError):
+        return {}
+    return values if isinstance(values, Mapping) or hasattr(values, "get") else {}

@@ -11,10 +11,12 @@ nodes, expectations) happens on the controller (``plugin_utils/_preflight.py``).
 from __future__ import annotations
 
 import errno
+import fcntl
 import os
 import re
 import shutil
 import socket
+import struct
 import time
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
@@ -24,6 +26,10 @@ MAX_OUTPUT = 256 * 1024
 MAX_LOG_MATCHES = 50
 KMSG = "/dev/kmsg"
 RDMA_ROOT = "/sys/class/infiniband"
+MEMINFO = "/proc/meminfo"
+ROUTES = "/proc/net/route"
+DRI = "/dev/dri"
+SIOCGIFADDR = 0x8915
 
 
 class ProbeError(ValueError):
@@ -173,6 +179,69 @@ def rdma_ports(root: str = RDMA_ROOT) -> List[Dict[str, Any]]:
     return ports
 
 
+def memory_mb(path: str = MEMINFO) -> Optional[int]:
+    """MemTotal in MiB (as Ansible's ``memtotal_mb``), or None when the file does not say."""
+    try:
+        for line in _read(path).splitlines():
+            if line.startswith("MemTotal:"):
+                return int(line.split()[1]) // 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def default_route_interface(path: str = ROUTES) -> Optional[str]:
+    """The interface of the IPv4 default route with the lowest metric (``/proc/net/route``), or None."""
+    best: Optional[tuple[int, str]] = None
+    try:
+        rows = _read(path).splitlines()[1:]
+    except OSError:
+        return None
+    for row in rows:
+        fields = row.split()
+        if len(fields) < 8 or fields[1] != "00000000" or fields[7] != "00000000":
+            continue
+        try:
+            metric = int(fields[6])
+        except ValueError:
+            continue
+        if best is None or metric < best[0]:
+            best = (metric, fields[0])
+    return best[1] if best else None
+
+
+def interface_address(name: str) -> Optional[str]:
+    """The IPv4 address of interface ``name`` (the kernel's SIOCGIFADDR), or None."""
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+            packed = fcntl.ioctl(sock.fileno(), SIOCGIFADDR, struct.pack("256s", name.encode()[:15]))
+    except OSError:
+        return None
+    return socket.inet_ntoa(packed[20:24])
+
+
+def gpu_render_nodes(path: str = DRI) -> int:
+    """How many DRM render nodes (``renderD*``) the node shows: one per GPU the kernel driver exposes."""
+    try:
+        return sum(1 for name in os.listdir(path) if name.startswith("renderD"))
+    except OSError:
+        return 0
+
+
+def describe() -> Dict[str, Any]:
+    """What the run's node table and report say about a node: host name, kernel, CPUs, memory, the address of
+    the default route and the GPUs the kernel shows. Cheap (files under /proc and /dev, one ioctl)."""
+    interface = default_route_interface()
+    return {
+        "hostname": socket.gethostname(),
+        "kernel": os.uname().release,
+        "cpus": os.cpu_count(),
+        "memory_mb": memory_mb(),
+        "address": interface_address(interface) if interface else None,
+        "gpu_render_nodes": gpu_render_nodes(),
+    }
+
+
 def command_spec(name: str, spec: Any) -> tuple[List[str], Optional[re.Pattern[str]]]:
     """``[program, arg ...]`` or ``{argv: [...], keep: <regex of the output lines to return>}``."""
     keep = None
@@ -207,9 +276,7 @@ def probe(
     specs = {name: command_spec(name, spec) for name, spec in commands.items()}
     result: Dict[str, Any] = {
         "time": time.time(),
-        "hostname": socket.gethostname(),
-        "kernel": os.uname().release,
-        "cpus": os.cpu_count(),
+        **describe(),
         "commands": {name: run_command(argv, command_timeout, search, keep) for name, (argv, keep) in specs.items()},
         "binaries": {name: find_binary(name, search) for name in binaries},
         "disk": [disk_space(p) for p in paths],

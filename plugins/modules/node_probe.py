@@ -12,6 +12,9 @@ description:
     node's clock and kernel release, the output of read-only commands such as C(amd-smi version) and
     C(rvs --version), where required binaries are, free space under the run directories, kernel-log lines
     matching GPU/RAS/PCIe error patterns, and the state of every RDMA port.
+  - With no options it only describes the node (host name, kernel, CPUs, memory, the default route's address, the
+    GPUs the kernel shows), which is what C(cvs.cluster.validate)'s node table and report read, at a fraction of
+    the cost of fact gathering.
   - Nothing is judged here; the filter P(cvs.cluster.preflight_judge#filter) compares the nodes on the controller.
   - Commands run without a shell, each bounded by O(command_timeout); a missing program or a timeout is returned
     in RV(commands), never raised.
@@ -91,6 +94,19 @@ kernel:
   type: str
 cpus:
   description: Logical CPUs.
+  returned: always
+  type: int
+memory_mb:
+  description: Total memory in MiB (C(MemTotal) of C(/proc/meminfo)), or null when it cannot be read.
+  returned: always
+  type: int
+address:
+  description: The IPv4 address of the interface of the default route (lowest metric), or null without one.
+  returned: always
+  type: str
+gpu_render_nodes:
+  description: How many DRM render nodes (C(/dev/dri/renderD*)) the node shows, one per GPU its kernel driver
+    exposes.
   returned: always
   type: int
 commands:

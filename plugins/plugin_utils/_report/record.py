@@ -29,12 +29,14 @@ from datetime import datetime, timezone
 from typing import Any, Dict, Mapping, Optional, Sequence
 
 from ansible_collections.cvs.cluster.plugins.plugin_utils._common.paths import atomic_write, path_component
+from ansible_collections.cvs.cluster.plugins.plugin_utils._history import report as _history
 from ansible_collections.cvs.cluster.plugins.plugin_utils._metrics import fleet as _fleet
 from ansible_collections.cvs.cluster.plugins.plugin_utils._report.check_record import CheckRecordError, validate
 from ansible_collections.cvs.cluster.plugins.plugin_utils._report.format import parse_time
 from ansible_collections.cvs.cluster.plugins.plugin_utils._report.html import to_html
 from ansible_collections.cvs.cluster.plugins.plugin_utils._report.junit import to_junit
 from ansible_collections.cvs.cluster.plugins.plugin_utils._report.status import BAD, STATUSES
+from ansible_collections.cvs.cluster.plugins.plugin_utils._run.node_facts import node_facts
 
 SCHEMA = "cvs.cluster/results/v1"
 MAX_LINES = 200
@@ -242,28 +244,6 @@ def read_checks(run_dir: str) -> dict[str, dict[str, Any]]:
 # --------------------------------------------------------------------------- aggregation
 
 
-def node_facts(values: Mapping[str, Any]) -> dict[str, Any]:
-    """Facts worth reporting from one host's variables (absent ones left out)."""
-    facts: dict[str, Any] = {
-        "hostname": values.get("ansible_hostname"),
-        "address": (values.get("ansible_default_ipv4") or {}).get("address")
-        if isinstance(values.get("ansible_default_ipv4"), Mapping)
-        else None,
-        "kernel": values.get("ansible_kernel"),
-        "cpus": values.get("ansible_processor_vcpus"),
-        "memory_gib": (int(values["ansible_memtotal_mb"]) // 1024)
-        if isinstance(values.get("ansible_memtotal_mb"), int)
-        else None,
-        "gpus": (values.get("cvs_gpu_nodes") or {}).get("matched")
-        if isinstance(values.get("cvs_gpu_nodes"), Mapping)
-        else None,
-        "gpu_model": values.get("cvs_gpu_model"),
-        "rocm_version": values.get("cvs_rocm_version"),
-        "backend": values.get("cvs_backend"),
-    }
-    return {k: v for k, v in facts.items() if v is not None}
-
-
 def _vars(source: Any, host: str) -> Mapping[str, Any]:
     try:
         values = source(host) if callable(source) else source.get(host)
@@ -458,6 +438,7 @@ def write_report(
     *,
     complete: bool = True,
     fleet: Optional[Mapping[str, Any]] = None,
+    history: Optional[Mapping[str, Any]] = None,
 ) -> dict[str, Any]:
     """Read the check files of a run and write results.json, junit.xml, report.html. Returns the record.
 
@@ -470,6 +451,7 @@ def write_report(
         checks = _previous_checks(run_dir) or sorted({c for per in found.values() for c in per})
     record = aggregate(run_id, checks, nodes, found, complete=complete, run_dir=run_dir)
     _fleet.extend(record, found, fleet)  # cross-node comparison + plot data: added fields only
+    _history.extend(record, found, results_dir, history)  # the run index, each node against its own history
     record["files"] = {
         "results": os.path.join(run_dir, "results.json"),
         "junit": os.path.join(run_dir, "junit.xml"),

@@ -11,9 +11,14 @@ import pytest
 
 from ansible_collections.cvs.cluster.plugins.module_utils._node_probe import (
     ProbeError,
+    default_route_interface,
+    describe,
     disk_space,
     find_binary,
+    gpu_render_nodes,
+    interface_address,
     kernel_log,
+    memory_mb,
     probe,
     rdma_ports,
     read_kmsg,
@@ -102,3 +107,41 @@ def test_a_command_can_keep_only_the_lines_the_caller_needs() -> None:
         probe({"many": {"argv": ["true"], "kep": "x"}}, [], [], {}, {}, 10)
     with pytest.raises(ProbeError, match=r"commands\[many\] must be a non-empty list"):
         probe({"many": "true"}, [], [], {}, {}, 10)
+
+
+def test_the_default_route_with_the_lowest_metric_names_the_interface(tmp_path: Path) -> None:
+    routes = tmp_path / "route"
+    head = "Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT\n"
+    routes.write_text(
+        head
+        + "eth0\t00004D0A\t00000000\t0001\t0\t0\t0\t00FFFFFF\t0\t0\t0\n"
+        + "eth1\t00000000\t0100A8C0\t0003\t0\t0\t600\t00000000\t0\t0\t0\n"
+        + "eth2\t00000000\t0101A8C0\t0003\t0\t0\t100\t00000000\t0\t0\t0\n"
+    )
+    assert default_route_interface(str(routes)) == "eth2"
+    routes.write_text(head + "eth0\t00004D0A\t00000000\t0001\t0\t0\t0\t00FFFFFF\t0\t0\t0\n")
+    assert default_route_interface(str(routes)) is None
+    assert default_route_interface(str(tmp_path / "missing")) is None
+
+
+def test_memory_and_render_nodes_are_read_from_their_files(tmp_path: Path) -> None:
+    meminfo = tmp_path / "meminfo"
+    meminfo.write_text("MemTotal:       24576000 kB\nMemFree:  1 kB\n")
+    assert memory_mb(str(meminfo)) == 24000
+    meminfo.write_text("MemFree:  1 kB\n")
+    assert memory_mb(str(meminfo)) is None
+    dri = tmp_path / "dri"
+    dri.mkdir()
+    for name in ("card0", "card1", "renderD128", "renderD129"):
+        (dri / name).touch()
+    assert gpu_render_nodes(str(dri)) == 2
+    assert gpu_render_nodes(str(tmp_path / "none")) == 0
+
+
+def test_the_loopback_address_and_this_machine_are_described() -> None:
+    assert interface_address("lo") == "127.0.0.1"
+    assert interface_address("no-such-if0") is None
+    node = describe()
+    assert node["kernel"] == os.uname().release and node["cpus"] == os.cpu_count()
+    assert isinstance(node["memory_mb"], int) and node["memory_mb"] > 0
+    assert set(node) == {"hostname", "kernel", "cpus", "memory_mb", "address", "gpu_render_nodes"}

@@ -251,7 +251,7 @@ def test_action_plugin(tmp_path: Path) -> None:
     (tmp_path / "r1" / "checks" / "n2").mkdir(parents=True)
     (tmp_path / "r1" / "checks" / "n2" / "rvs.json").write_text(json.dumps({**RVS_FAIL, "node": "n2"}))
     hostvars = {
-        "h1": {"cvs_node": "n1", "cvs_node_index": 0, "ansible_kernel": "6.1", "cvs_gpu_nodes": {"matched": 8}},
+        "h1": {"cvs_node": "n1", "cvs_node_index": 0, "cvs_node_facts": {"kernel": "6.1", "gpu_render_nodes": 8}},
         "h2": {"cvs_node": "n2", "cvs_node_index": 1},
     }
     res = run(
@@ -331,7 +331,7 @@ def test_every_requested_node_is_a_row_and_unreachable_fails_the_run() -> None:
         "n2": {"cvs_reach": {"unreachable": True, "msg": SSH_MSG}},
         "n3": {"cvs_reach": {"ping": "pong"}, "cvs_node_index": 2},
         "n4": {},  # left out with --limit: never reached for
-        "n1-ctr": {"cvs_node": "n1", "cvs_node_index": 0, "ansible_kernel": "6.1"},
+        "n1-ctr": {"cvs_node": "n1", "cvs_node_index": 0, "cvs_node_facts": {"kernel": "6.1"}},
         "n3-ctr": {"cvs_node": "n3", "cvs_node_index": 2, "cvs_check_errors": {"rvs": "[Errno 28] No space left"}},
     }
     nodes = run_nodes(groups, hostvars, hostvars.get)
