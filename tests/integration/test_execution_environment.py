@@ -15,11 +15,14 @@ import json
 import os
 import re
 import subprocess
+import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+
+from ansible_collections.cvs.cluster.tests.integration.conftest import node_exec
 
 REPO = Path(__file__).resolve().parents[2]
 # ansible-runner on the controller side: the main line's (the job's own runner is the image's)
@@ -59,6 +62,12 @@ def ee_image() -> str:
 @pytest.fixture(scope="module")
 def ee_job(ee_image: str, cluster: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     pdd = tmp_path_factory.mktemp("ee") / "job"
+    # the RVS tests of this run print slowly (the stand-in's line_delay, in a fault file of this run only), so that a
+    # task runs longer than the heartbeat interval below and the console has something to say while it waits
+    run_id = f"ee-{uuid.uuid4().hex[:8]}"
+    fault = f"/root/.cvs-stand-in/rvs.{run_id}.json"
+    for node in cluster.nodes:
+        node_exec(node.name, f"mkdir -p /root/.cvs-stand-in && echo '{{\"line_delay\": 0.03}}' > {fault}")
     (pdd / "project").mkdir(parents=True)
     (pdd / "project" / "validate.yml").write_text("- ansible.builtin.import_playbook: cvs.cluster.validate\n")
     # the cluster's inventory as an AWX inventory holds it: the key comes with the machine credential, not a path
@@ -67,7 +76,7 @@ def ee_job(ee_image: str, cluster: Any, tmp_path_factory: pytest.TempPathFactory
     (pdd / "inventory").mkdir()
     (pdd / "inventory" / "hosts.yml").write_text(yaml.safe_dump(inventory))
     (pdd / "env").mkdir()
-    (pdd / "env" / "extravars").write_text(yaml.safe_dump(EXTRAVARS))
+    (pdd / "env" / "extravars").write_text(yaml.safe_dump({**EXTRAVARS, "cvs_run_id": run_id}))
     (pdd / "env" / "ssh_key").write_text(cluster.key.read_text())
     # a job template's extra environment: heartbeat lines every 2 s show which console renders the job (none of
     # the job's own variables names the callback: the image's ANSIBLE_STDOUT_CALLBACK does)
@@ -91,6 +100,8 @@ def ee_job(ee_image: str, cluster: Any, tmp_path_factory: pytest.TempPathFactory
         )
     finally:
         subprocess.run(["docker", "rm", "-f", name], capture_output=True, check=False)
+        for node in cluster.nodes:
+            node_exec(node.name, f"rm -f {fault}", check=False)
     artifacts = pdd / "artifacts" / IDENT
     events = [json.loads(p.read_text()) for p in sorted((artifacts / "job_events").glob("*.json"))]
     events.sort(key=lambda e: e["counter"])
